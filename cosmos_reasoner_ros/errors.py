@@ -1,0 +1,87 @@
+"""The package's exception types: each says what went wrong and maps to one ReasonerResult.error_kind."""
+
+from __future__ import annotations
+
+
+class ReasonerError(Exception):
+    """Base of every error the pipeline raises on purpose; `kind` is the ReasonerResult.error_kind."""
+
+    kind = "internal"
+
+
+class FrameError(ReasonerError):
+    """A camera message could not be turned into pixels (bad size, step, encoding, undecodable data)."""
+
+    kind = "invalid_frame"
+
+
+class NoFramesError(ReasonerError):
+    """Nothing was buffered in the requested time window."""
+
+    kind = "no_frames"
+
+
+class ClipError(ReasonerError):
+    """A clip or image could not be encoded or written (disk full, unwritable directory, codec failure)."""
+
+    kind = "clip_not_written"
+
+
+class MediaPathError(ClipError):
+    """A path would leave the media directory (`..`, absolute path elsewhere, symlink)."""
+
+
+class TaskError(ReasonerError):
+    """Unknown task, missing placeholder value, or an invalid task definition; raised before any request."""
+
+    kind = "invalid_request"
+
+
+class ServerUnavailable(ReasonerError):
+    """The server could not be reached (connection refused, DNS, not healthy) after the allowed retries."""
+
+    kind = "server_unavailable"
+
+
+class RequestRejected(ReasonerError):
+    """The server answered 4xx; the message is the server's own."""
+
+    kind = "rejected"
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class RequestTimeout(ReasonerError):
+    """The server did not answer within the read timeout."""
+
+    kind = "timeout"
+
+
+class RequestCancelled(ReasonerError):
+    """The request was cancelled by the caller while in flight."""
+
+    kind = "cancelled"
+
+
+class ParseError(ReasonerError):
+    """The answer arrived but is not in the task's format. `raw` keeps the full text."""
+
+    kind = "unparseable"
+
+    def __init__(self, message: str, raw: str = "") -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class TruncatedAnswer(ParseError):
+    """The answer was cut off by max_tokens (finish_reason "length"); `raw` keeps the partial text."""
+
+    kind = "truncated"
+
+
+class BusyError(ReasonerError):
+    """Too many requests in flight for this camera group; the trigger was rejected."""
+
+    kind = "busy"
