@@ -1,0 +1,114 @@
+"""The package's messages and action: they build, import, survive serialization, and cross processes intact."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+from interface_samples import sample_result
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import Image
+
+from cosmos_reasoner_ros.action import Reason
+from cosmos_reasoner_ros.msg import BoundingBox2D, ReasonerResult, TimeSegment, Trajectory2D
+
+HERE = Path(__file__).resolve().parent
+PROFILE = HERE.parent / "config" / "fastdds_shm.xml"
+
+
+def test_result_round_trips_through_serialization() -> None:
+    msg = sample_result()
+    back = deserialize_message(serialize_message(msg), ReasonerResult)
+    assert back == msg
+    assert back.trajectories[0].points_px[1].x == pytest.approx(64.4)
+    assert back.segments[0].end_stamp.nanosec == 250_000_000
+    assert back.clip_uris[1].endswith("crr-2.mp4")
+
+
+def test_error_kinds_are_constants_of_the_message() -> None:
+    kinds = {v for k, v in vars(ReasonerResult).items() if k.startswith("ERROR_") and isinstance(v, str)}
+    assert {"server_unavailable", "rejected", "timeout", "cancelled", "unparseable", "no_frames"} <= kinds
+
+
+@pytest.mark.parametrize("msg_type", [Trajectory2D, BoundingBox2D, TimeSegment])
+def test_parts_round_trip(msg_type: type) -> None:
+    msg = msg_type()
+    text_field = "caption" if msg_type is TimeSegment else "label"
+    setattr(msg, text_field, "the arm lifts the cube")
+    assert deserialize_message(serialize_message(msg), msg_type) == msg
+
+
+def test_reason_action_parts_round_trip() -> None:
+    goal = Reason.Goal(task="grounding_2d", instruction="red cube", cameras=["front"], clip_seconds=4.0)
+    assert deserialize_message(serialize_message(goal), Reason.Goal) == goal
+    feedback = Reason.Feedback(
+        stage=Reason.Feedback.STAGE_STREAMING, stage_name="streaming", partial_text="<think>", elapsed_s=1.5
+    )
+    assert deserialize_message(serialize_message(feedback), Reason.Feedback) == feedback
+    result = Reason.Result(result=sample_result())
+    assert deserialize_message(serialize_message(result), Reason.Result) == result
+    assert Reason.Feedback.STAGE_CAPTURING < Reason.Feedback.STAGE_QUERYING < Reason.Feedback.STAGE_STREAMING
+
+
+def _peer(*args: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    return subprocess.Popen([sys.executable, str(HERE / "ros_peer.py"), *args], env=env)
+
+
+@pytest.mark.ros
+def test_result_published_by_another_process_arrives_intact() -> None:
+    received: list[ReasonerResult] = []
+    peer = _peer("result", "--text", "place the cube in the box")
+    try:
+        with rclpy.init():
+            node = rclpy.create_node("interface_test_result_sub")
+            qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            node.create_subscription(ReasonerResult, "result", received.append, qos)
+            deadline = time.monotonic() + 30.0
+            while not received and time.monotonic() < deadline:
+                rclpy.spin_once(node, timeout_sec=0.1)
+            node.destroy_node()
+    finally:
+        assert peer.wait(timeout=30) == 0
+    assert len(received) == 1
+    assert received[0] == sample_result("place the cube in the box")
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_shm_profile_delivers_720p_at_30hz_best_effort_without_loss() -> None:
+    """Two processes, 1280x720 rgb8 at 30 Hz, sensor-data (best-effort) QoS, the shipped SHM profile: no loss."""
+    count = 90
+    os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
+    seen: set[int] = set()
+    sizes: set[int] = set()
+    try:
+        with rclpy.init():
+            node = rclpy.create_node("interface_test_image_sub")
+
+            def on_image(msg: Image) -> None:
+                seen.add(int(msg.header.frame_id))
+                sizes.add(len(msg.data))
+
+            node.create_subscription(Image, "images", on_image, qos_profile_sensor_data)
+            executor = SingleThreadedExecutor()
+            executor.add_node(node)
+            spinner = threading.Thread(target=executor.spin, daemon=True)
+            spinner.start()
+            peer = _peer("images", "--count", str(count), "--rate", "30", "--width", "1280", "--height", "720")
+            assert peer.wait(timeout=60) == 0
+            executor.shutdown()
+            spinner.join(timeout=5)
+            node.destroy_node()
+    finally:
+        os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+    assert sizes == {1280 * 720 * 3}
+    assert seen == set(range(count)), f"lost {sorted(set(range(count)) - seen)}"
