@@ -31,13 +31,13 @@ def publish_result(node: rclpy.node.Node, text: str) -> None:
     from interface_samples import sample_result
 
     pub.publish(sample_result(text))
-    _wait_for_subscriber(node, pub, 20.0)
+    _wait_for_subscriber(node, pub, 60.0)
     time.sleep(2.0)  # keep the writer alive while the reader fetches the sample
 
 
 def publish_images(node: rclpy.node.Node, count: int, rate_hz: float, width: int, height: int) -> None:
     pub = node.create_publisher(Image, "images", qos_profile_sensor_data)
-    _wait_for_subscriber(node, pub, 20.0)
+    _wait_for_subscriber(node, pub, 60.0)
     time.sleep(0.5)  # discovery is symmetric only after both endpoints matched
     payload = bytearray(width * height * 3)
     start = time.monotonic()
