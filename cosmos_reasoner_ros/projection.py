@@ -26,7 +26,7 @@ class Intrinsics:
 
     @classmethod
     def from_k(cls, k: Sequence[float], width: int, height: int) -> Intrinsics:
-        """From CameraInfo's row-major 3x3 K; raises ValueError when the focal lengths or the size are unusable."""
+        """From CameraInfo's row-major 3x3 K; ValueError when the focal lengths or the size are unusable."""
         if len(k) != 9:
             raise ValueError(f"K must have 9 values, got {len(k)}")
         fx, fy, cx, cy = float(k[0]), float(k[4]), float(k[2]), float(k[5])
@@ -89,8 +89,8 @@ def back_project(
 ) -> ProjectedPath:
     """Back-project pixel points given in an image of `image_size` (width, height).
 
-    The points are first scaled to the intrinsics' resolution (the clip may have been downscaled), the depth is
-    looked up at the corresponding pixel of the depth image (scaled again if its size differs), and
+    The points are first scaled to the intrinsics' resolution (the clip may have been downscaled), the depth
+    is looked up at the corresponding pixel of the depth image (scaled again if its size differs), and
     X = (u - cx) * Z / fx, Y = (v - cy) * Z / fy.
     """
     depth_m = depth_to_meters(depth)

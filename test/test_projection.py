@@ -1,4 +1,4 @@
-"""Depth back-projection against the analytic pinhole model, with holes, both depth encodings and rescaling."""
+"""Depth back-projection against the analytic pinhole model: holes, both depth encodings, rescaling."""
 
 from __future__ import annotations
 
