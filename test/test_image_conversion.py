@@ -1,0 +1,417 @@
+"""Image and CompressedImage messages built from real frames, in every encoding, to numpy; malformed ones."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cosmos_reasoner_ros.errors import FrameError
+from cosmos_reasoner_ros.image_conversion import (
+    COLOUR_ENCODINGS,
+    compressed_msg_to_array,
+    cv_bridge_available,
+    image_msg_to_array,
+    message_stamp_ns,
+    message_to_array,
+)
+
+BAYER_OFFSETS = {"rggb": "RGGB", "bggr": "BGGR", "gbrg": "GBRG", "grbg": "GRBG"}
+
+
+@pytest.fixture(scope="module")
+def rgb(robot_clip: Path) -> np.ndarray:
+    """Frame 10 of the real robot clip, RGB uint8 (644x476)."""
+    cap = cv2.VideoCapture(str(robot_clip))
+    cap.set(cv2.CAP_PROP_POS_FRAMES, 10)
+    ok, bgr = cap.read()
+    cap.release()
+    assert ok
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def image_msg(array: np.ndarray, encoding: str, pad: int = 0, bigendian: bool = False) -> SimpleNamespace:
+    """A duck-typed sensor_msgs/Image holding `array` (rows padded by `pad` junk bytes)."""
+    height, width = array.shape[:2]
+    if array.dtype.itemsize > 1:
+        array = array.astype(array.dtype.newbyteorder(">" if bigendian else "<"))
+    rows = array.reshape(height, -1).view(np.uint8)
+    if pad:
+        junk = np.full((height, pad), 0xAB, dtype=np.uint8)
+        rows = np.hstack([rows, junk])
+    return SimpleNamespace(
+        header=SimpleNamespace(stamp=SimpleNamespace(sec=0, nanosec=0), frame_id="cam"),
+        height=height,
+        width=width,
+        encoding=encoding,
+        is_bigendian=int(bigendian),
+        step=rows.shape[1],
+        data=rows.tobytes(),
+    )
+
+
+def mosaic(rgb: np.ndarray, pattern: str) -> np.ndarray:
+    """Sample an RGB image through a Bayer filter of the given 2x2 pattern (e.g. "RGGB")."""
+    out = np.zeros(rgb.shape[:2], dtype=rgb.dtype)
+    for i, (dy, dx) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+        out[dy::2, dx::2] = rgb[dy::2, dx::2, "RGB".index(pattern[i])]
+    return out
+
+
+def mean_abs(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+# -- every encoding from a real frame -------------------------------------------------------------------------
+
+
+def exact_cases(rgb: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """encoding -> (message pixels, the exact RGB the conversion must give)."""
+    gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+    gray_rgb = cv2.cvtColor(gray, cv2.COLOR_GRAY2RGB)
+    alpha = np.full(rgb.shape[:2] + (1,), 77, dtype=np.uint8)
+    return {
+        "rgb8": (rgb, rgb),
+        "bgr8": (rgb[..., ::-1].copy(), rgb),
+        "rgba8": (np.concatenate([rgb, alpha], axis=2), rgb),
+        "bgra8": (np.concatenate([rgb[..., ::-1], alpha], axis=2), rgb),
+        "mono8": (gray, gray_rgb),
+        "8UC1": (gray, gray_rgb),
+        # x * 257 scaled by 255/65535 gives x back exactly.
+        "mono16": (gray.astype(np.uint16) * 257, gray_rgb),
+        "rgb16": (rgb.astype(np.uint16) * 257, rgb),
+        "bgr16": (rgb[..., ::-1].astype(np.uint16) * 257, rgb),
+    }
+
+
+@pytest.mark.parametrize(
+    "encoding", ["rgb8", "bgr8", "rgba8", "bgra8", "mono8", "8UC1", "mono16", "rgb16", "bgr16"]
+)
+@pytest.mark.parametrize("pad", [0, 13])
+def test_exact_encodings(rgb: np.ndarray, encoding: str, pad: int) -> None:
+    pixels, expected = exact_cases(rgb)[encoding]
+    out = image_msg_to_array(image_msg(pixels, encoding, pad=pad), backend="numpy")
+    assert out.dtype == np.uint8
+    assert out.shape == rgb.shape
+    assert out.flags.c_contiguous and out.flags.writeable
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "code"),
+    [
+        ("yuv422", cv2.COLOR_RGB2YUV_UYVY),
+        ("uyvy", cv2.COLOR_RGB2YUV_UYVY),
+        ("yuv422_yuy2", cv2.COLOR_RGB2YUV_YUY2),
+        ("yuyv", cv2.COLOR_RGB2YUV_YUY2),
+    ],
+)
+def test_yuv422_close_to_source(rgb: np.ndarray, encoding: str, code: int) -> None:
+    yuv = cv2.cvtColor(rgb, code)
+    assert yuv.shape == rgb.shape[:2] + (2,)
+    out = image_msg_to_array(image_msg(yuv, encoding, pad=4), backend="numpy")
+    assert out.shape == rgb.shape and out.dtype == np.uint8
+    assert mean_abs(out, rgb) < 4.0  # chroma is subsampled 2:1, luma is exact
+    # The byte order matters: the same bytes read as the other layout are far off.
+    other = "yuv422_yuy2" if encoding in ("yuv422", "uyvy") else "uyvy"
+    assert mean_abs(image_msg_to_array(image_msg(yuv, other), backend="numpy"), rgb) > 20.0
+
+
+@pytest.mark.parametrize("pattern", sorted(BAYER_OFFSETS))
+@pytest.mark.parametrize("bits", [8, 16])
+def test_bayer_demosaics_to_the_source_colours(rgb: np.ndarray, pattern: str, bits: int) -> None:
+    raw = mosaic(rgb, BAYER_OFFSETS[pattern])
+    if bits == 16:
+        raw = raw.astype(np.uint16) * 257
+    out = image_msg_to_array(image_msg(raw, f"bayer_{pattern}{bits}", pad=2 * 3), backend="numpy")
+    assert out.shape == rgb.shape and out.dtype == np.uint8
+    assert mean_abs(out, rgb) < 6.0
+    # Each pattern must be read as itself: the same mosaic read as another pattern is far off in colour.
+    for other in BAYER_OFFSETS:
+        if other != pattern:
+            wrong = image_msg_to_array(image_msg(raw, f"bayer_{other}{bits}"), backend="numpy")
+            assert mean_abs(wrong, rgb) > mean_abs(out, rgb) + 5.0
+
+
+def test_bayer16_matches_bayer8(rgb: np.ndarray) -> None:
+    raw = mosaic(rgb, "RGGB")
+    out8 = image_msg_to_array(image_msg(raw, "bayer_rggb8"), backend="numpy")
+    out16 = image_msg_to_array(image_msg(raw.astype(np.uint16) * 257, "bayer_rggb16"), backend="numpy")
+    assert np.max(np.abs(out8.astype(int) - out16.astype(int))) <= 1
+
+
+@pytest.mark.parametrize("bigendian", [False, True])
+@pytest.mark.parametrize("pad", [0, 6])
+def test_depth_keeps_values_and_byte_order(rgb: np.ndarray, bigendian: bool, pad: int) -> None:
+    gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+    mm = gray.astype(np.uint16) * 37 + 250  # millimetres with high bytes set
+    out = image_msg_to_array(image_msg(mm, "16UC1", pad=pad, bigendian=bigendian), backend="numpy")
+    assert out.dtype == np.uint16 and out.dtype.isnative and out.shape == mm.shape
+    np.testing.assert_array_equal(out, mm)
+    metres = mm.astype(np.float32) / 1000.0
+    metres[0, :5] = np.nan  # no reading
+    out = image_msg_to_array(image_msg(metres, "32FC1", pad=pad, bigendian=bigendian), backend="numpy")
+    assert out.dtype == np.float32 and out.dtype.isnative
+    np.testing.assert_array_equal(out, metres)  # NaN compares equal here
+
+
+def test_mono16_bigendian(rgb: np.ndarray) -> None:
+    gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+    msg = image_msg(gray.astype(np.uint16) * 257, "mono16", bigendian=True)
+    np.testing.assert_array_equal(image_msg_to_array(msg, backend="numpy")[..., 0], gray)
+
+
+def test_every_colour_encoding_is_covered() -> None:
+    tested = {"rgb8", "bgr8", "rgba8", "bgra8", "mono8", "8UC1", "mono16", "rgb16", "bgr16"}
+    tested |= {"yuv422", "uyvy", "yuv422_yuy2", "yuyv"}
+    tested |= {f"bayer_{p}{b}" for p in BAYER_OFFSETS for b in (8, 16)}
+    assert tested == set(COLOUR_ENCODINGS)
+
+
+def test_output_does_not_alias_the_message(rgb: np.ndarray) -> None:
+    buf = bytearray(rgb.tobytes())
+    msg = image_msg(rgb, "rgb8")
+    msg.data = buf
+    out = image_msg_to_array(msg, backend="numpy")
+    buf[:3] = b"\x01\x02\x03"  # a driver reusing its buffer must not change a buffered frame
+    np.testing.assert_array_equal(out, rgb)
+
+
+# -- real message classes -------------------------------------------------------------------------------------
+
+
+def test_rosbags_message(rgb: np.ndarray) -> None:
+    from rosbags.typesys import Stores, get_typestore
+
+    types = get_typestore(Stores.ROS2_KILTED).types
+    msg_t, header_t, time_t = (
+        types["sensor_msgs/msg/Image"],
+        types["std_msgs/msg/Header"],
+        types["builtin_interfaces/msg/Time"],
+    )
+    height, width = rgb.shape[:2]
+    msg = msg_t(
+        header=header_t(stamp=time_t(sec=5, nanosec=7), frame_id="cam"),
+        height=height,
+        width=width,
+        encoding="bgr8",
+        is_bigendian=0,
+        step=width * 3,
+        data=np.frombuffer(rgb[..., ::-1].tobytes(), dtype=np.uint8),
+    )
+    np.testing.assert_array_equal(image_msg_to_array(msg, backend="numpy"), rgb)
+    assert message_stamp_ns(msg, receive_ns=1) == 5_000_000_007
+
+
+def test_rclpy_message(rgb: np.ndarray) -> None:
+    image_mod = pytest.importorskip("sensor_msgs.msg", reason="needs the ROS 2 sensor_msgs package")
+    msg = image_mod.Image()
+    msg.height, msg.width = rgb.shape[:2]
+    msg.encoding = "rgb8"
+    msg.step = msg.width * 3 + 4
+    padded = np.hstack([rgb.reshape(msg.height, -1), np.zeros((msg.height, 4), np.uint8)])
+    msg.data = padded.tobytes()
+    np.testing.assert_array_equal(image_msg_to_array(msg), rgb)
+    compressed = image_mod.CompressedImage()
+    compressed.format = "png"
+    compressed.data = cv2.imencode(".png", rgb[..., ::-1])[1].tobytes()
+    np.testing.assert_array_equal(message_to_array(compressed), rgb)
+    assert message_stamp_ns(msg, receive_ns=42) == 42  # zero stamp: the receive time
+
+
+# -- compressed -----------------------------------------------------------------------------------------------
+
+
+def compressed(data: bytes, fmt: str) -> SimpleNamespace:
+    return SimpleNamespace(header=None, format=fmt, data=data)
+
+
+def test_jpeg_from_shared_media(shared_media: Path) -> None:
+    path = shared_media / "robot_153.jpg"
+    expected = cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
+    out = compressed_msg_to_array(compressed(path.read_bytes(), "jpeg"))
+    np.testing.assert_array_equal(out, expected)
+    out = message_to_array(compressed(path.read_bytes(), "rgb8; jpeg compressed bgr8"))
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_png_from_shared_media(shared_media: Path) -> None:
+    path = shared_media / "grounding_2d.png"
+    expected = cv2.cvtColor(cv2.imread(str(path), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    out = compressed_msg_to_array(compressed(path.read_bytes(), "png"))
+    assert out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_grey_png_gives_rgb(rgb: np.ndarray) -> None:
+    gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+    out = compressed_msg_to_array(compressed(cv2.imencode(".png", gray)[1].tobytes(), "mono8; png compressed"))
+    assert out.shape == rgb.shape
+    np.testing.assert_array_equal(out[..., 1], gray)
+
+
+def test_compressed_depth(rgb: np.ndarray) -> None:
+    mm = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY).astype(np.uint16) * 40
+    header = struct.pack("<iff", 0, 0.0, 0.0)
+    msg = compressed(header + cv2.imencode(".png", mm)[1].tobytes(), "16UC1; compressedDepth png")
+    out = compressed_msg_to_array(msg)
+    assert out.dtype == np.uint16
+    np.testing.assert_array_equal(out, mm)
+    # 32FC1: stored as inverse depth, quant_a / depth + quant_b.
+    quant_a, quant_b = 100.0, 10.0
+    depth = np.array([[0.5, 1.0], [2.0, 4.0]], dtype=np.float32)
+    stored = np.round(quant_a / depth + quant_b).astype(np.uint16)
+    stored[1, 1] = 0
+    msg = compressed(
+        struct.pack("<iff", 0, quant_a, quant_b) + cv2.imencode(".png", stored)[1].tobytes(),
+        "32FC1; compressedDepth png",
+    )
+    out = compressed_msg_to_array(msg)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out[[0, 0, 1], [0, 1, 0]], [0.5, 1.0, 2.0], rtol=1e-6)
+    assert np.isnan(out[1, 1])
+
+
+# -- malformed messages ---------------------------------------------------------------------------------------
+
+
+def malformed_image_cases(rgb: np.ndarray) -> dict[str, tuple[Any, str]]:
+    small = rgb[:4, :6]
+    ok = image_msg(small, "rgb8")
+    cases: dict[str, tuple[Any, str]] = {}
+
+    def variant(name: str, match: str, **fields: Any) -> None:
+        msg = SimpleNamespace(**vars(ok))
+        vars(msg).update(fields)
+        cases[name] = (msg, match)
+
+    variant("unknown encoding", "unsupported image encoding 'xyz16'", encoding="xyz16")
+    variant("empty encoding", "unsupported image encoding", encoding="")
+    variant("zero width", "zero size", width=0)
+    variant("zero height", "zero size", height=0, data=b"")
+    variant("negative size", "zero size", width=-6)
+    variant("step too small", "step 17 is smaller", step=17)
+    variant("data short", "data has 71 bytes", data=ok.data[:-1])
+    variant("data long", "data has 73 bytes", data=ok.data + b"\0")
+    variant("data empty", "data has 0 bytes", data=b"")
+    variant("data not bytes", "not a byte sequence", data=object())
+    variant("data out of range", "not a byte sequence", data=[300] * 72)
+    variant("height not int", "must be an integer", height="4")
+    variant("odd yuv width", "even width", encoding="yuv422", width=5, step=10, data=b"\0" * 40)
+    missing = SimpleNamespace(**{k: v for k, v in vars(ok).items() if k != "step"})
+    cases["missing step"] = (missing, "no field 'step'")
+    cases["not a message"] = (42, "no field")
+    return cases
+
+
+def test_malformed_images_raise_frame_error(rgb: np.ndarray) -> None:
+    for name, (msg, match) in malformed_image_cases(rgb).items():
+        for backend in ("auto", "numpy"):
+            with pytest.raises(FrameError, match=match):
+                image_msg_to_array(msg, backend=backend)
+            assert name  # the case name shows in the traceback on failure
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt", "match"),
+    [
+        (b"", "jpeg", "no data"),
+        (b"not an image at all", "jpeg", "cannot decode"),
+        (b"\x89PNG\r\n\x1a\n" + b"\0" * 40, "png", "cannot decode"),
+        (b"\xff\xd8\xff" * 3, "", "cannot decode"),
+        (b"abc", "theora", "unsupported compressed format"),
+        (b"abc", "16UC1; compressedDepth png", "shorter than its header"),
+        (struct.pack("<iff", 0, 0, 0) + b"junk", "16UC1; compressedDepth png", "compressedDepth"),
+    ],
+)
+def test_malformed_compressed_raise_frame_error(data: bytes, fmt: str, match: str) -> None:
+    with pytest.raises(FrameError, match=match):
+        compressed_msg_to_array(compressed(data, fmt))
+
+
+def test_truncated_png_raises_frame_error(shared_media: Path) -> None:
+    data = (shared_media / "grounding_2d.png").read_bytes()
+    with pytest.raises(FrameError, match="cannot decode"):
+        compressed_msg_to_array(compressed(data[: len(data) // 3], "png"))
+
+
+def test_compressed_without_fields() -> None:
+    with pytest.raises(FrameError, match="no field 'format'"):
+        compressed_msg_to_array(SimpleNamespace(data=b"x"))
+
+
+def test_stamp() -> None:
+    msg = SimpleNamespace(header=SimpleNamespace(stamp=SimpleNamespace(sec=3, nanosec=5)))
+    assert message_stamp_ns(msg, receive_ns=9) == 3_000_000_005
+    zero = SimpleNamespace(header=SimpleNamespace(stamp=SimpleNamespace(sec=0, nanosec=0)))
+    assert message_stamp_ns(zero, receive_ns=9) == 9
+    assert message_stamp_ns(zero, receive_ns=9, use_receive_time_when_zero=False) == 0
+    with pytest.raises(FrameError, match="header.stamp"):
+        message_stamp_ns(SimpleNamespace(), receive_ns=9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    encoding=st.sampled_from(sorted(COLOUR_ENCODINGS | {"16UC1", "32FC1", "bogus"})),
+    height=st.integers(-2, 6),
+    width=st.integers(-2, 6),
+    step=st.integers(-4, 40),
+    size=st.integers(0, 200),
+    bigendian=st.booleans(),
+)
+def test_fuzzed_images_give_pixels_or_frame_error(
+    encoding: str, height: int, width: int, step: int, size: int, bigendian: bool
+) -> None:
+    msg = SimpleNamespace(
+        height=height, width=width, step=step, encoding=encoding, is_bigendian=bigendian, data=bytes(size)
+    )
+    try:
+        out = image_msg_to_array(msg, backend="numpy")
+    except FrameError:
+        return
+    assert out.shape[:2] == (height, width)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300), fmt=st.sampled_from(["jpeg", "png", "", "16UC1; compressedDepth png"]))
+def test_fuzzed_compressed_give_pixels_or_frame_error(data: bytes, fmt: str) -> None:
+    try:
+        compressed_msg_to_array(compressed(data, fmt))
+    except FrameError:
+        pass
+
+
+# -- cv_bridge gives the same pixels --------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not cv_bridge_available(), reason="needs ROS 2 cv_bridge (absent here; present on robots)")
+def test_cv_bridge_gives_the_same_pixels(rgb: np.ndarray) -> None:
+    cases = {enc: pixels for enc, (pixels, _) in exact_cases(rgb).items()}
+    cases["yuv422"] = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_UYVY)
+    cases["yuv422_yuy2"] = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_YUY2)
+    for pattern, name in BAYER_OFFSETS.items():
+        cases[f"bayer_{pattern}8"] = mosaic(rgb, name)
+        cases[f"bayer_{pattern}16"] = mosaic(rgb, name).astype(np.uint16) * 257
+    cases["16UC1"] = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY).astype(np.uint16) * 31
+    cases["32FC1"] = cases["16UC1"].astype(np.float32) / 1000.0
+    for encoding, pixels in cases.items():
+        for pad in (0, 8):
+            msg = image_msg(pixels, encoding, pad=pad)
+            bridged = image_msg_to_array(msg, backend="cv_bridge")
+            ours = image_msg_to_array(msg, backend="numpy")
+            assert bridged.shape == ours.shape and bridged.dtype == ours.dtype, encoding
+            assert np.max(np.abs(bridged.astype(np.float64) - ours.astype(np.float64))) <= 1, encoding
+
+
+def test_cv_bridge_backend_absent_is_a_frame_error(rgb: np.ndarray) -> None:
+    if cv_bridge_available():
+        pytest.skip("cv_bridge is importable here; this checks the message when it is not")
+    with pytest.raises(FrameError, match="cv_bridge is not importable"):
+        image_msg_to_array(image_msg(rgb, "rgb8"), backend="cv_bridge")
