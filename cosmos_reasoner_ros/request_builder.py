@@ -1,0 +1,139 @@
+"""Chat-completions requests the way the Cosmos 3 Reasoner (Qwen3-VL style) expects them.
+
+System prompt, media parts before the text, the reasoning suffix, the task's sampling profile (vLLM-only
+parameters in extra_body), and per-request video sampling clamped to configured limits.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import TaskError
+from .tasks import RenderedTask
+
+if TYPE_CHECKING:
+    from .clip_writer import MediaRef
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+VIDEO_KWARGS_MODES = ("media_io_kwargs", "mm_processor_kwargs", "none")
+
+# The two answer formats of the cookbook: the answer right after </think>, or inside <answer> tags.
+REASONING_SUFFIXES = {
+    "think": (
+        "Answer the question using the following format:\n\n<think>\nYour reasoning.\n</think>\n\n"
+        "Write your final answer immediately after the </think> tag."
+    ),
+    "answer_tag": (
+        "Answer the question using the following format:\n\n<think>\nYour reasoning.\n</think>\n\n"
+        "<answer>\nYour answer.\n</answer>"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    # How per-request video sampling reaches the server: newer vLLM takes media_io_kwargs and rejects
+    # mm_processor_kwargs with HTTP 400, older (the vllm-cosmos3 plugin era) the other way round.
+    video_kwargs_mode: str = "media_io_kwargs"
+    fps: float | None = None  # frames per second the server samples from a video; None: server default
+    num_frames: int | None = None  # frames the server samples from a video; None: as many as fps gives
+    # Clamps, because vLLM 0.24-0.29 did not cap request-level fps / frame counts (CVE-2026-105758).
+    max_fps: float = 8.0
+    max_frames: int = 256
+    structured_output: bool = False  # send the task's json_schema as vLLM structured output
+    max_tokens: int | None = None  # overrides the task's max_tokens
+
+    def __post_init__(self) -> None:
+        if self.video_kwargs_mode not in VIDEO_KWARGS_MODES:
+            raise TaskError(
+                f"video_kwargs_mode must be one of {', '.join(VIDEO_KWARGS_MODES)}, "
+                f"got {self.video_kwargs_mode!r}"
+            )
+        if not (math.isfinite(self.max_fps) and self.max_fps > 0) or self.max_frames < 1:
+            raise TaskError("max_fps must be > 0 and max_frames >= 1")
+        if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0):
+            raise TaskError(f"fps must be > 0, got {self.fps}")
+        if self.num_frames is not None and self.num_frames < 1:
+            raise TaskError(f"num_frames must be >= 1, got {self.num_frames}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise TaskError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+    def clamped_fps(self) -> float | None:
+        return None if self.fps is None else min(self.fps, self.max_fps)
+
+    def clamped_num_frames(self) -> int:
+        """The frame budget sent with every video request: the requested count, never above max_frames."""
+        return self.max_frames if self.num_frames is None else min(self.num_frames, self.max_frames)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: list[dict[str, Any]]
+    params: dict[str, Any]  # keyword arguments of chat.completions.create, except model/messages/stream
+
+
+def reasoning_suffix(reasoning_format: str) -> str:
+    try:
+        return REASONING_SUFFIXES[reasoning_format]
+    except KeyError:
+        raise TaskError(f"unknown reasoning_format {reasoning_format!r}") from None
+
+
+def user_text(task: RenderedTask) -> str:
+    """The text part: the prompt, then the reasoning suffix when the task reasons."""
+    if not task.reasoning:
+        return task.prompt
+    return f"{task.prompt}\n\n{reasoning_suffix(task.reasoning_format)}"
+
+
+def media_part(ref: MediaRef) -> dict[str, Any]:
+    if ref.kind == "video":
+        return {"type": "video_url", "video_url": {"url": ref.url}}
+    if ref.kind == "image":
+        return {"type": "image_url", "image_url": {"url": ref.url}}
+    raise TaskError(f"media kind must be video or image, got {ref.kind!r}")
+
+
+def video_kwargs(settings: RequestSettings) -> dict[str, Any]:
+    """The extra_body entry carrying per-request video sampling, empty in mode "none"."""
+    fps = settings.clamped_fps()
+    frames = settings.clamped_num_frames()
+    if settings.video_kwargs_mode == "media_io_kwargs":
+        video: dict[str, Any] = {"num_frames": frames}
+        if fps is not None:
+            video["fps"] = fps
+        return {"media_io_kwargs": {"video": video}}
+    if settings.video_kwargs_mode == "mm_processor_kwargs":
+        # The Qwen3-VL processor takes fps or num_frames, not both: fps when set, else the frame budget.
+        sampling: dict[str, Any] = {"fps": fps} if fps is not None else {"num_frames": frames}
+        return {"mm_processor_kwargs": {**sampling, "do_sample_frames": True}}
+    return {}
+
+
+def build_request(task: RenderedTask, media: Sequence[MediaRef], settings: RequestSettings) -> ChatRequest:
+    content: list[dict[str, Any]] = [media_part(ref) for ref in media]
+    content.append({"type": "text", "text": user_text(task)})
+    messages: list[dict[str, Any]] = []
+    if settings.system_prompt:
+        messages.append({"role": "system", "content": settings.system_prompt})
+    messages.append({"role": "user", "content": content})
+
+    sampling = task.sampling
+    extra_body: dict[str, Any] = {"top_k": sampling.top_k, "repetition_penalty": sampling.repetition_penalty}
+    if any(ref.kind == "video" for ref in media):
+        extra_body.update(video_kwargs(settings))
+    if settings.structured_output and task.json_schema is not None:
+        extra_body["structured_outputs"] = {"json": copy.deepcopy(task.json_schema)}
+    params: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "presence_penalty": sampling.presence_penalty,
+        "max_tokens": settings.max_tokens or sampling.max_tokens,
+        "extra_body": extra_body,
+    }
+    return ChatRequest(messages=messages, params=params)
