@@ -16,7 +16,7 @@ from .errors import TaskError
 from .tasks import RenderedTask
 
 if TYPE_CHECKING:
-    from .clip_writer import MediaRef
+    from .media_store import MediaRef
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 VIDEO_KWARGS_MODES = ("media_io_kwargs", "mm_processor_kwargs", "none")

@@ -102,6 +102,7 @@ class ScriptedServer:
         self.model = model
         self.default = default or ScriptedReply()
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # the HTTP headers of each recorded request
         self.health_status = 200  # tests flip it to 503 to exercise readiness waits
         self._chooser: Callable[[dict[str, Any]], ScriptedReply] | None = None
         self._queue: deque[ScriptedReply] = deque()
@@ -124,9 +125,10 @@ class ScriptedServer:
         with self._lock:
             self._queue.extend(replies)
 
-    def next_reply(self, body: dict[str, Any]) -> ScriptedReply:
+    def next_reply(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> ScriptedReply:
         with self._lock:
             self.requests.append(body)
+            self.headers.append(headers or {})
             if self._chooser is not None:
                 return self._chooser(body)
             return self._queue.popleft() if self._queue else self.default
@@ -212,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as err:
             self._send_json(400, _error_body(400, f"invalid JSON body: {err}"))
             return
-        reply = self.scripted.next_reply(body)
+        reply = self.scripted.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
         if self.scripted.sleep(reply.delay_s):
             self._drop()
             return

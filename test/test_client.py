@@ -1,0 +1,289 @@
+"""The Reasoner client against a real scripted HTTP server on 127.0.0.1: success, errors, retries, timeouts,
+cancellation and streaming with time to first token."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import threading
+import time
+
+import pytest
+
+from cosmos_reasoner_ros.client import ClientSettings, Completion, ReasonerClient
+from cosmos_reasoner_ros.errors import RequestCancelled, RequestRejected, RequestTimeout, ServerUnavailable
+from cosmos_reasoner_ros.request_builder import ChatRequest
+from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
+
+REQUEST = ChatRequest(
+    messages=[{"role": "user", "content": [{"type": "text", "text": "What next?"}]}],
+    params={"temperature": 0.6, "max_tokens": 64, "extra_body": {"top_k": 20}},
+)
+ANSWER = "<think>\nThe arm is above the cup.\n</think>\n\nClose the gripper around the cup."
+
+
+def _client(server: ScriptedServer, **kwargs: object) -> ReasonerClient:
+    settings = {
+        "base_url": server.base_url,
+        "backoff_s": 0.02,
+        "connect_timeout_s": 2.0,
+        "read_timeout_s": 10.0,
+    }
+    settings.update(kwargs)
+    return ReasonerClient(ClientSettings(**settings))  # type: ignore[arg-type]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cancel_after(seconds: float) -> threading.Event:
+    event = threading.Event()
+    timer = threading.Timer(seconds, event.set)
+    timer.daemon = True
+    timer.start()
+    return event
+
+
+def test_streamed_success_with_usage_and_partial_text() -> None:
+    partial: list[str] = []
+    server = ScriptedServer([ScriptedReply(text=ANSWER, prompt_tokens=321)], model="cosmos")
+    with server, _client(server) as client:
+        completion = client.complete(REQUEST, on_text=partial.append)
+    assert completion.text == ANSWER
+    assert completion.reasoning is None
+    assert (completion.model, completion.finish_reason, completion.attempts) == ("cosmos", "stop", 1)
+    assert completion.prompt_tokens == 321 and completion.completion_tokens == len(ANSWER.split())
+    assert 0 < completion.ttft_s <= completion.latency_s
+    assert len(partial) >= 5 and partial[-1] == ANSWER
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(partial))
+    body = server.requests[0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["model"] == "cosmos" and body["top_k"] == 20
+
+
+def test_non_streamed_success() -> None:
+    with ScriptedServer([ScriptedReply(text="B", finish_reason="length", prompt_tokens=5)]) as server:
+        completion = _client(server, model="given").complete(REQUEST, stream=False)
+    assert completion == Completion(
+        text="B",
+        reasoning=None,
+        model="scripted",
+        prompt_tokens=5,
+        completion_tokens=1,
+        latency_s=completion.latency_s,
+        ttft_s=0.0,
+        finish_reason="length",
+        attempts=1,
+    )
+    assert server.requests[0]["model"] == "given"  # configured: /v1/models is not asked
+    assert "stream" not in server.requests[0]
+
+
+def test_server_split_reasoning_streamed_and_not() -> None:
+    reply = ScriptedReply(text="Close the gripper.", reasoning="The cup is below.")
+    with ScriptedServer([reply, reply]) as server:
+        client = _client(server)
+        partial: list[str] = []
+        streamed = client.complete(REQUEST, on_text=partial.append)
+        whole = client.complete(REQUEST, stream=False)
+    for completion in (streamed, whole):
+        assert (completion.text, completion.reasoning) == ("Close the gripper.", "The cup is below.")
+    assert partial[0].startswith("<think>\nThe")
+    assert partial[-1] == "<think>\nThe cup is below.\n</think>\n\nClose the gripper."
+
+
+def test_400_is_rejected_with_the_servers_message_without_retry() -> None:
+    message = "The file:///x.mp4 must be a subpath of --allowed-local-media-path /data."
+    server = ScriptedServer([ScriptedReply(status=400, error_message=message)])
+    with server, pytest.raises(RequestRejected) as err:
+        _client(server, max_retries=3).complete(REQUEST)
+    assert str(err.value) == message
+    assert err.value.status_code == 400 and err.value.kind == "rejected"
+    assert len(server.requests) == 1
+
+
+def test_500_then_retry_then_success() -> None:
+    replies = [ScriptedReply(status=500, error_message="boom"), ScriptedReply(text="ok")]
+    with ScriptedServer(replies) as server:
+        completion = _client(server, max_retries=2).complete(REQUEST)
+    assert completion.text == "ok" and completion.attempts == 2
+    assert len(server.requests) == 2
+
+
+def test_retries_are_bounded() -> None:
+    with ScriptedServer(default=ScriptedReply(status=500, error_message="still broken")) as server:
+        with pytest.raises(RequestRejected) as err:
+            _client(server, max_retries=2).complete(REQUEST)
+        assert len(server.requests) == 3
+    assert str(err.value) == "still broken" and err.value.status_code == 500
+    with ScriptedServer(default=ScriptedReply(status=503, error_message="loading")) as server:
+        with pytest.raises(ServerUnavailable, match="503: loading"):
+            _client(server, max_retries=1).complete(REQUEST)
+        assert len(server.requests) == 2
+
+
+def test_backoff_doubles_between_attempts() -> None:
+    with ScriptedServer(default=ScriptedReply(status=502)) as server:
+        start = time.monotonic()
+        with pytest.raises(ServerUnavailable):
+            _client(server, max_retries=2, backoff_s=0.2).complete(REQUEST, stream=False)
+        elapsed = time.monotonic() - start
+    assert elapsed >= 0.2 + 0.4
+
+
+def test_dropped_connection_is_retried() -> None:
+    with ScriptedServer([ScriptedReply(drop_connection=True), ScriptedReply(text="fine")]) as server:
+        completion = _client(server).complete(REQUEST)
+    assert completion.text == "fine" and completion.attempts == 2
+
+
+def test_connection_refused_is_server_unavailable() -> None:
+    client = ReasonerClient(
+        ClientSettings(
+            base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", max_retries=1, backoff_s=0.01
+        )
+    )
+    start = time.monotonic()
+    with pytest.raises(ServerUnavailable, match="cannot reach"):
+        client.complete(REQUEST)
+    assert time.monotonic() - start < 5
+    assert client.health() is False
+    with pytest.raises(ServerUnavailable):
+        client.wait_ready(0.3)
+    discovering = ReasonerClient(
+        ClientSettings(base_url=f"http://127.0.0.1:{_free_port()}/v1", max_retries=0)
+    )
+    with pytest.raises(ServerUnavailable):
+        discovering.model_id()
+
+
+def test_read_timeout_is_not_retried() -> None:
+    with ScriptedServer([ScriptedReply(delay_s=3.0)]) as server:
+        start = time.monotonic()
+        with pytest.raises(RequestTimeout):
+            _client(server, read_timeout_s=0.3, max_retries=3).complete(REQUEST)
+        assert time.monotonic() - start < 2.0
+        assert len(server.requests) == 1
+
+
+def test_total_timeout_covers_a_slow_stream() -> None:
+    slow = ScriptedReply(text="a b c d e f g h i j", chunk_delay_s=0.2)
+    with ScriptedServer([slow]) as server:
+        start = time.monotonic()
+        with pytest.raises(RequestTimeout, match=r"within 0\.5 s"):
+            _client(server, total_timeout_s=0.5).complete(REQUEST)
+        assert time.monotonic() - start < 1.5
+
+
+def test_cancel_while_the_server_is_still_delaying() -> None:
+    with ScriptedServer([ScriptedReply(delay_s=5.0)]) as server:
+        client = _client(server)
+        for stream in (True, False):
+            server.push(ScriptedReply(delay_s=5.0))
+            cancel = _cancel_after(0.2)
+            start = time.monotonic()
+            with pytest.raises(RequestCancelled):
+                client.complete(REQUEST, stream=stream, cancel=cancel)
+            assert time.monotonic() - start < 0.7
+
+
+def test_cancel_mid_stream_stops_partial_text() -> None:
+    partial: list[str] = []
+    cancel = threading.Event()
+
+    def on_text(text: str) -> None:
+        partial.append(text)
+        if len(partial) == 2:
+            cancel.set()
+
+    with ScriptedServer([ScriptedReply(text="one two three four five six", chunk_delay_s=0.3)]) as server:
+        start = time.monotonic()
+        with pytest.raises(RequestCancelled):
+            _client(server).complete(REQUEST, on_text=on_text, cancel=cancel)
+        assert time.monotonic() - start < 1.0
+    assert partial == ["one", "one two"]
+
+
+def test_cancel_before_sending_and_during_backoff() -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with ScriptedServer() as server:
+        with pytest.raises(RequestCancelled):
+            _client(server, model="m").complete(REQUEST, cancel=cancel)
+        assert server.requests == []
+    with ScriptedServer(default=ScriptedReply(status=500)) as server:
+        start = time.monotonic()
+        with pytest.raises(RequestCancelled, match="retry"):
+            _client(server, backoff_s=5.0, max_retries=1).complete(REQUEST, cancel=_cancel_after(0.3))
+        assert time.monotonic() - start < 1.5
+        assert len(server.requests) == 1
+
+
+def test_streaming_time_to_first_token_is_smaller_than_latency() -> None:
+    reply = ScriptedReply(text="a b c d e f", delay_s=0.1, chunk_delay_s=0.1)
+    with ScriptedServer([reply]) as server:
+        completion = _client(server).complete(REQUEST)
+    assert 0.1 <= completion.ttft_s < 0.4
+    assert completion.latency_s - completion.ttft_s >= 0.4  # five more chunks, 0.1 s apart
+
+
+def test_model_discovery_and_health() -> None:
+    with ScriptedServer(model="nvidia/Cosmos3-Nano") as server:
+        client = _client(server)
+        assert client.model_id() == "nvidia/Cosmos3-Nano"
+        assert client.health() is True
+        client.wait_ready(1.0)
+        server.health_status = 503
+        assert client.health() is False
+        with pytest.raises(ServerUnavailable, match="not healthy"):
+            client.wait_ready(0.3)
+        threading.Timer(0.3, lambda: setattr(server, "health_status", 200)).start()
+        client.wait_ready(3.0, poll_s=0.05)
+        client.complete(REQUEST)
+    assert server.requests[0]["model"] == "nvidia/Cosmos3-Nano"
+
+
+def test_api_key_from_the_environment_and_never_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("REASONER_TEST_KEY", "sk-very-secret")
+    caplog.set_level(logging.DEBUG)
+    with ScriptedServer([ScriptedReply(status=500), ScriptedReply(text="ok")]) as server:
+        client = _client(server, api_key_env="REASONER_TEST_KEY")
+        client.complete(REQUEST)
+    assert server.headers[-1]["authorization"] == "Bearer sk-very-secret"
+    assert "sk-very-secret" not in caplog.text
+    assert "sk-very-secret" not in repr(client.settings)
+    monkeypatch.delenv("REASONER_TEST_KEY")
+    with ScriptedServer() as server:
+        _client(server, api_key_env="REASONER_TEST_KEY").complete(REQUEST)
+    assert server.headers[0]["authorization"] == "Bearer EMPTY"
+
+
+def test_concurrent_requests_from_threads() -> None:
+    with ScriptedServer(default=ScriptedReply(text="x y z", chunk_delay_s=0.05)) as server:
+        client = _client(server)
+        results: list[str] = []
+        threads = [
+            threading.Thread(target=lambda: results.append(client.complete(REQUEST).text)) for _ in range(4)
+        ]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert results == ["x y z"] * 4
+        assert time.monotonic() - start < 1.0  # not serialised (each takes about 0.15 s)
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(ValueError, match="http"):
+        ClientSettings(base_url="file:///etc/passwd")
+    with pytest.raises(ValueError):
+        ClientSettings(read_timeout_s=0)
+    assert ClientSettings(base_url="http://h:8000/v1/").server_url == "http://h:8000"
+    assert ClientSettings(base_url="http://h:8000").server_url == "http://h:8000"
