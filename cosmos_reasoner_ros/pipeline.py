@@ -1,0 +1,305 @@
+"""One Reasoner request end to end, without ROS: clips -> media -> prompt -> request -> client -> answer.
+
+Every request ends in one `Outcome`, success or error; nothing raised inside escapes `Pipeline.run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cosmos_reasoner_ros.client import Completion, ReasonerClient
+from cosmos_reasoner_ros.clip_buffer import Clip, MultiCameraBuffer
+from cosmos_reasoner_ros.clip_writer import ClipWriter
+from cosmos_reasoner_ros.errors import ClipError, ReasonerError, RequestCancelled
+from cosmos_reasoner_ros.media_store import MediaRef
+from cosmos_reasoner_ros.parsing import ParsedAnswer, parse_answer
+from cosmos_reasoner_ros.request_builder import RequestSettings, build_request
+from cosmos_reasoner_ros.tasks import RenderedTask, TaskCatalog
+
+log = logging.getLogger(__name__)
+
+# The order the Reason action's feedback goes through (its STAGE_* constants have these indices).
+STAGES: tuple[str, ...] = ("capturing", "encoding", "waiting_for_server", "querying", "streaming")
+
+ProgressCallback = Callable[[str, str], None]
+"""Called with (stage, text streamed so far); the text is empty before the streaming stage."""
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What one trigger asks: the task and its values, the cameras, the window."""
+
+    request_id: str
+    task: str
+    instruction: str = ""
+    step: str = ""
+    cameras: tuple[str, ...] = ()  # empty: every camera the buffer has
+    clip_seconds: float = 0.0  # 0: the pipeline's default
+    end_ns: int | None = None  # None: the newest frame
+    trigger_time: float = 0.0  # time.monotonic() when the trigger arrived; 0: when run() starts
+
+
+@dataclass(frozen=True)
+class Timings:
+    """time.monotonic() marks along the request; None when the request ended before that point."""
+
+    trigger: float
+    started: float
+    request_sent: float | None = None
+    first_token: float | None = None
+    response_received: float | None = None
+    finished: float = 0.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Everything a ReasonerResult needs, success or error."""
+
+    request_id: str
+    task: str
+    instruction: str
+    success: bool
+    error_kind: str = ""
+    error: str = ""
+    reasoning: str = ""
+    answer: str = ""  # final answer; on unparseable/truncated answers the raw text
+    choice: str = ""
+    parsed: ParsedAnswer | None = None
+    clips: tuple[Clip, ...] = ()
+    media: tuple[MediaRef, ...] = ()
+    cameras: tuple[str, ...] = ()
+    answer_camera: str = ""  # the camera whose image the pixel coordinates refer to
+    image_width: int = 0  # [px] size of the image the pixel coordinates refer to
+    image_height: int = 0
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    ttft_s: float = 0.0
+    finish_reason: str = ""
+    timings: Timings | None = None
+
+    @property
+    def clip_start_ns(self) -> int:
+        return min((c.start_ns for c in self.clips), default=0)
+
+    @property
+    def clip_end_ns(self) -> int:
+        return max((c.end_ns for c in self.clips), default=0)
+
+    @property
+    def clip_frames(self) -> int:
+        return max((len(c.frames) for c in self.clips), default=0)
+
+    @property
+    def clip_uris(self) -> tuple[str, ...]:
+        # data: URLs are megabytes: report only their MIME type.
+        return tuple(m.url if not m.url.startswith("data:") else f"data:{m.mime}" for m in self.media)
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    clip_seconds: float = 4.0
+    tiled: bool = False  # several cameras: one tiled video instead of one video per camera
+    stream: bool = True
+    wait_for_server_s: float = 0.0  # >0: wait this long for /health before each request
+
+
+@dataclass
+class _Progress:
+    """Mutable state of one run, so that an error outcome still carries what was done before the error."""
+
+    spec: RequestSpec
+    timings: dict[str, float | None] = field(default_factory=dict)
+    clips: tuple[Clip, ...] = ()
+    media: tuple[MediaRef, ...] = ()
+    task: RenderedTask | None = None
+    completion: Completion | None = None
+    text: str = ""
+
+
+class Pipeline:
+    """Runs requests against one buffer, writer, task catalog and client; `run` is thread-safe."""
+
+    def __init__(
+        self,
+        buffer: MultiCameraBuffer,
+        writer: ClipWriter,
+        catalog: TaskCatalog,
+        client: ReasonerClient,
+        request_settings: RequestSettings,
+        settings: PipelineSettings | None = None,
+    ) -> None:
+        self.buffer = buffer
+        self.writer = writer
+        self.catalog = catalog
+        self.client = client
+        self.request_settings = request_settings
+        self.settings = settings or PipelineSettings()
+
+    def run(
+        self,
+        spec: RequestSpec,
+        on_progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Outcome:
+        """One request; never raises. Errors become an Outcome with the error's kind."""
+        started = time.monotonic()
+        progress = _Progress(spec=spec, timings={"trigger": spec.trigger_time or started, "started": started})
+        cancel = cancel or threading.Event()
+        try:
+            return self._run(progress, on_progress, cancel)
+        except ReasonerError as exc:
+            return self._error(progress, exc.kind, str(exc) or type(exc).__name__, exc)
+        except Exception as exc:
+            # A bug, not a request problem: keep the traceback in the log and the message in the result.
+            log.exception("request %s failed unexpectedly", spec.request_id)
+            return self._error(progress, "internal", f"{type(exc).__name__}: {exc}", exc)
+
+    def _run(self, p: _Progress, on_progress: ProgressCallback | None, cancel: threading.Event) -> Outcome:
+        spec = p.spec
+
+        def stage(name: str, text: str = "") -> None:
+            if cancel.is_set():
+                raise RequestCancelled(f"cancelled before {name}")
+            if on_progress is not None:
+                try:
+                    on_progress(name, text)
+                except Exception:
+                    log.exception("progress callback failed (ignored)")
+
+        # Render first: an unknown task or a missing value fails before any work.
+        p.task = task = self.catalog.render(spec.task, **self._values(spec))
+
+        stage("capturing")
+        seconds = spec.clip_seconds if spec.clip_seconds > 0 else self.settings.clip_seconds
+        clips = self.buffer.window(seconds, list(spec.cameras) or None, spec.end_ns)
+        p.clips = tuple(clips)
+
+        stage("encoding")
+        if task.media == "image":
+            media = [self.writer.write_image(clip.frames[-1]) for clip in clips]
+        else:
+            media = self.writer.write_clips(clips, tiled=self.settings.tiled)
+        if not media:
+            raise ClipError("the writer returned no media")
+        p.media = tuple(media)
+        request = build_request(task, media, self.request_settings)
+
+        stage("waiting_for_server")
+        if self.settings.wait_for_server_s > 0:
+            self.client.wait_ready(self.settings.wait_for_server_s)
+
+        stage("querying")
+
+        def on_text(text: str) -> None:  # the client passes the accumulated text
+            if "first_token" not in p.timings:
+                p.timings["first_token"] = time.monotonic()
+            p.text = text
+            if on_progress is not None:
+                try:
+                    on_progress("streaming", p.text)
+                except Exception:
+                    log.exception("progress callback failed (ignored)")
+
+        p.timings["request_sent"] = time.monotonic()
+        completion = self.client.complete(
+            request, stream=self.settings.stream, on_text=on_text, cancel=cancel
+        )
+        p.timings["response_received"] = time.monotonic()
+        p.completion = completion
+        p.text = completion.text
+        if cancel.is_set():
+            raise RequestCancelled("cancelled while the answer was arriving")
+
+        width, height = media[0].width, media[0].height
+        parsed = parse_answer(
+            completion.text,
+            task.answer_kind,
+            width=width or None,
+            height=height or None,
+            finish_reason=completion.finish_reason,
+            reasoning=completion.reasoning,
+        )
+        return self._outcome(p, success=True, parsed=parsed)
+
+    def _values(self, spec: RequestSpec) -> dict[str, str]:
+        # The instruction fills the task's main placeholder (task, object, event, question, prompt: the first
+        # one that is not the step), so one instruction parameter serves every task of the catalog.
+        values = {"instruction": spec.instruction, "step": spec.step}
+        main = next((n for n in self.catalog.spec(spec.task).placeholders if n != "step"), None)
+        if main is not None and main != "instruction":
+            values[main] = spec.instruction
+        return {k: v for k, v in values.items() if v}
+
+    def _error(self, p: _Progress, kind: str, message: str, exc: BaseException) -> Outcome:
+        raw = getattr(exc, "raw", "") or p.text
+        return self._outcome(p, success=False, error_kind=kind, error=message, answer=raw)
+
+    def _outcome(
+        self,
+        p: _Progress,
+        *,
+        success: bool,
+        parsed: ParsedAnswer | None = None,
+        error_kind: str = "",
+        error: str = "",
+        answer: str = "",
+    ) -> Outcome:
+        spec, c = p.spec, p.completion
+        t = p.timings
+        timings = Timings(
+            trigger=t["trigger"] or 0.0,
+            started=t["started"] or 0.0,
+            request_sent=t.get("request_sent"),
+            first_token=t.get("first_token"),
+            response_received=t.get("response_received"),
+            finished=time.monotonic(),
+        )
+        first_media = p.media[0] if p.media else None
+        cameras = tuple(clip.camera for clip in p.clips) or spec.cameras
+        return Outcome(
+            request_id=spec.request_id,
+            task=p.task.name if p.task is not None else spec.task,
+            instruction=spec.instruction,
+            success=success,
+            error_kind=error_kind,
+            error=error,
+            reasoning=(parsed.reasoning or "") if parsed is not None else (c.reasoning or "" if c else ""),
+            answer=parsed.answer if parsed is not None else answer,
+            choice=(parsed.choice or "") if parsed is not None else "",
+            parsed=parsed,
+            clips=p.clips,
+            media=p.media,
+            cameras=cameras,
+            answer_camera=(first_media.camera if first_media and first_media.camera else "")
+            or (cameras[0] if cameras else ""),
+            image_width=first_media.width if first_media else (p.clips[0].width if p.clips else 0),
+            image_height=first_media.height if first_media else (p.clips[0].height if p.clips else 0),
+            model=c.model if c else "",
+            prompt_tokens=c.prompt_tokens if c else 0,
+            completion_tokens=c.completion_tokens if c else 0,
+            latency_s=c.latency_s if c else 0.0,
+            ttft_s=c.ttft_s if c else 0.0,
+            finish_reason=c.finish_reason if c else "",
+            timings=timings,
+        )
+
+
+def error_outcome(spec: RequestSpec, error: ReasonerError) -> Outcome:
+    """An outcome for a trigger that never reached the pipeline (busy, replaced, shutting down)."""
+    now = time.monotonic()
+    return Outcome(
+        request_id=spec.request_id,
+        task=spec.task,
+        instruction=spec.instruction,
+        success=False,
+        error_kind=error.kind,
+        error=str(error),
+        cameras=spec.cameras,
+        timings=Timings(trigger=spec.trigger_time or now, started=now, finished=now),
+    )

@@ -1,0 +1,284 @@
+"""One request end to end without ROS: real buffer, writer, catalog, client and parser, scripted server.
+
+Every path ends in one Outcome: success, each ReasonerError kind, and unexpected exceptions as "internal".
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+
+from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
+from cosmos_reasoner_ros.clip_buffer import ClipBuffer, MultiCameraBuffer
+from cosmos_reasoner_ros.clip_writer import ClipWriter
+from cosmos_reasoner_ros.errors import BusyError
+from cosmos_reasoner_ros.image_conversion import Frame
+from cosmos_reasoner_ros.media_store import MediaStore
+from cosmos_reasoner_ros.pipeline import STAGES, Pipeline, PipelineSettings, RequestSpec, error_outcome
+from cosmos_reasoner_ros.request_builder import RequestSettings
+from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
+from cosmos_reasoner_ros.tasks import TaskCatalog
+
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS
+TRAJECTORY = (
+    "<think>\nMove to the cup.\n</think>\n\n```json\n"
+    '[{"point_2d": [500, 250], "label": "gripper trajectory"}, '
+    '{"point_2d": [600, 400], "label": "gripper trajectory"}]'
+    "\n```"
+)
+
+
+@pytest.fixture(scope="module")
+def robot_frames(robot_clip: Path) -> list[np.ndarray]:
+    with av.open(str(robot_clip)) as container:
+        return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+
+
+@pytest.fixture
+def buffer(robot_frames: list[np.ndarray]) -> MultiCameraBuffer:
+    """The robot clip (644x476, 4 fps) in a buffer with true 4 Hz stamps."""
+    buf = ClipBuffer("front", 4.0, 30.0, 512 * 1024 * 1024, 0)
+    for i, image in enumerate(robot_frames):
+        stamp = T0 + i * NS // 4
+        if buf.wants(stamp):
+            buf.add(Frame(camera="front", stamp_ns=stamp, image=image, frame_id="front_optical"))
+    return MultiCameraBuffer([buf])
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as s:
+        yield s
+
+
+def make_pipeline(
+    buffer: MultiCameraBuffer, media: Path, base_url: str, read_timeout_s: float = 10.0, **settings: Any
+) -> Pipeline:
+    client = ReasonerClient(
+        ClientSettings(base_url=base_url, max_retries=0, read_timeout_s=read_timeout_s, connect_timeout_s=1.0)
+    )
+    return Pipeline(
+        buffer,
+        ClipWriter(MediaStore(media)),
+        TaskCatalog.load(),
+        client,
+        RequestSettings(),
+        PipelineSettings(clip_seconds=2.0, **settings),
+    )
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def __call__(self, stage: str, text: str) -> None:
+        self.events.append((stage, text))
+
+    @property
+    def stages(self) -> list[str]:
+        return list(dict.fromkeys(s for s, _ in self.events))
+
+
+def test_text_task_success_with_stages_in_order(
+    buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.push(
+        ScriptedReply(
+            text="<think>\nThe arm holds a cup.\n</think>\n\nPlace the cup on the shelf.", prompt_tokens=321
+        )
+    )
+    pipeline = make_pipeline(buffer, tmp_path, server.base_url)
+    rec = Recorder()
+    out = pipeline.run(RequestSpec("r1", "next_action", trigger_time=time.monotonic()), on_progress=rec)
+    assert out.success, out.error
+    assert (out.error_kind, out.error) == ("", "")
+    assert out.answer == "Place the cup on the shelf." and out.reasoning == "The arm holds a cup."
+    assert out.model == "scripted" and out.prompt_tokens == 321 and out.completion_tokens > 0
+    assert out.finish_reason == "stop" and out.latency_s > 0 and out.ttft_s > 0
+    assert rec.stages == list(STAGES)
+    streamed = [t for s, t in rec.events if s == "streaming"]
+    assert streamed[-1].endswith("shelf.") and all(b.startswith(a) for a, b in itertools.pairwise(streamed))
+    # 2 s at 4 fps from the newest frame; the clip is a real video file the request points at.
+    assert out.cameras == ("front",) and out.answer_camera == "front"
+    assert 8 <= out.clip_frames <= 9 and out.clip_end_ns == T0 + 25 * NS // 4
+    assert out.clip_end_ns - out.clip_start_ns <= 2 * NS
+    assert len(out.media) == 1 and out.media[0].path is not None and out.media[0].path.is_file()
+    assert out.clip_uris == (out.media[0].url,) and out.clip_uris[0].startswith("file://")
+    assert (out.image_width, out.image_height) == (out.media[0].width, out.media[0].height)
+    sent = server.requests[-1]["messages"][-1]["content"]
+    assert sent[0]["type"] == "video_url" and sent[0]["video_url"]["url"] == out.media[0].url
+    t = out.timings
+    assert t is not None and t.trigger <= t.started <= t.request_sent <= t.first_token <= t.response_received
+    assert t.response_received <= t.finished
+
+
+def test_points_in_pixels_of_the_image_sent(
+    buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.push(ScriptedReply(text=TRAJECTORY))
+    out = make_pipeline(buffer, tmp_path, server.base_url).run(
+        RequestSpec("r2", "trajectory", instruction="pick up the cup")
+    )
+    assert out.success, out.error
+    assert out.media[0].kind == "image"
+    w, h = out.image_width, out.image_height
+    assert (w, h) == (644, 476)  # the robot clip's size (max_long_side 0 keeps it)
+    assert out.parsed is not None and len(out.parsed.trajectories) == 1
+    pts = [(p.x, p.y) for p in out.parsed.trajectories[0].points]
+    np.testing.assert_allclose(pts, [(0.5 * w, 0.25 * h), (0.6 * w, 0.4 * h)])
+    # The instruction fills the task's own placeholder ({task} for trajectory).
+    assert (
+        'You are given the task "pick up the cup"'
+        in server.requests[-1]["messages"][-1]["content"][-1]["text"]
+    )
+
+
+def test_grounding_uses_the_instruction_as_object(
+    buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.push(ScriptedReply(text='```json\n[{"bbox_2d": [100, 200, 300, 400], "label": "cup"}]\n```'))
+    out = make_pipeline(buffer, tmp_path, server.base_url).run(
+        RequestSpec("r3", "grounding_2d", "the red cup")
+    )
+    assert out.success, out.error
+    assert "Locate the bounding box of the red cup" in str(server.requests[-1]["messages"])
+    b = out.parsed.boxes[0] if out.parsed else None
+    assert b is not None and (b.x1, b.y2) == pytest.approx((64.4, 190.4))
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "raw_kept"),
+    [
+        (ScriptedReply(status=400, error_message="video too long"), "rejected", False),
+        (ScriptedReply(text="no json here at all"), "unparseable", True),
+        (ScriptedReply(text='<think>\nhalf [{"point_2d": [1', finish_reason="length"), "truncated", True),
+    ],
+)
+def test_server_and_answer_errors_become_outcomes(
+    buffer: MultiCameraBuffer,
+    server: ScriptedServer,
+    tmp_path: Path,
+    reply: ScriptedReply,
+    kind: str,
+    raw_kept: bool,
+) -> None:
+    server.push(reply)
+    out = make_pipeline(buffer, tmp_path, server.base_url).run(RequestSpec("e", "trajectory", "pick"))
+    assert not out.success and out.error_kind == kind and out.error
+    if kind == "rejected":
+        assert "video too long" in out.error
+    if raw_kept:
+        assert out.answer == reply.text  # the raw text is kept for the result's answer field
+    assert out.media and out.clips  # what was done before the error is still reported
+
+
+def test_no_frames_and_invalid_task(tmp_path: Path, server: ScriptedServer) -> None:
+    empty = MultiCameraBuffer([ClipBuffer("front", 4.0, 30.0, 1 << 20, 0)])
+    pipeline = make_pipeline(empty, tmp_path, server.base_url)
+    rec = Recorder()
+    out = pipeline.run(RequestSpec("n", "next_action"), on_progress=rec)
+    assert (out.success, out.error_kind) == (False, "no_frames") and rec.stages == ["capturing"]
+    bad = pipeline.run(RequestSpec("t", "no_such_task"))
+    assert bad.error_kind == "invalid_request" and "no_such_task" in bad.error
+    missing = pipeline.run(RequestSpec("m", "trajectory"))  # {task} has no value and no default
+    assert missing.error_kind == "invalid_request"
+    assert server.requests == []
+
+
+def test_server_down_and_timeout(buffer: MultiCameraBuffer, tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = make_pipeline(buffer, tmp_path, f"http://127.0.0.1:{port}/v1").run(RequestSpec("d", "next_action"))
+    assert down.error_kind == "server_unavailable"
+    waiting = make_pipeline(buffer, tmp_path, f"http://127.0.0.1:{port}/v1", wait_for_server_s=0.3)
+    rec = Recorder()
+    out = waiting.run(RequestSpec("w", "next_action"), on_progress=rec)
+    assert out.error_kind == "server_unavailable" and rec.stages[-1] == "waiting_for_server"
+    with ScriptedServer(default=ScriptedReply(delay_s=3.0)) as slow:
+        t0 = time.monotonic()
+        out = make_pipeline(buffer, tmp_path, slow.base_url, read_timeout_s=0.5).run(
+            RequestSpec("s", "next_action")
+        )
+        assert out.error_kind == "timeout" and time.monotonic() - t0 < 2.5
+
+
+def test_cancel_while_streaming(buffer: MultiCameraBuffer, tmp_path: Path) -> None:
+    slow = ScriptedReply(text="word " * 200, chunk_delay_s=0.02)
+    with ScriptedServer(default=slow) as server:
+        pipeline = make_pipeline(buffer, tmp_path, server.base_url)
+        cancel = threading.Event()
+        rec = Recorder()
+
+        def on_progress(stage: str, text: str) -> None:
+            rec(stage, text)
+            if stage == "streaming" and len(text) > 50:
+                cancel.set()
+
+        out = pipeline.run(RequestSpec("c", "next_action"), on_progress=on_progress, cancel=cancel)
+        assert out.error_kind == "cancelled" and not out.success
+        assert 0 < len(out.answer) < len(slow.text)  # the partial text is kept
+        # Cancelled before it starts: no request at all.
+        before = len(server.requests)
+        cancel2 = threading.Event()
+        cancel2.set()
+        assert pipeline.run(RequestSpec("c2", "next_action"), cancel=cancel2).error_kind == "cancelled"
+        assert len(server.requests) == before
+
+
+def test_unexpected_exception_is_internal_and_logged(
+    buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pipeline = make_pipeline(buffer, tmp_path, server.base_url)
+
+    class BrokenWriter(ClipWriter):
+        def write_clips(self, clips: Any, tiled: bool) -> Any:
+            raise RuntimeError("encoder exploded")
+
+    pipeline.writer = BrokenWriter(MediaStore(tmp_path))
+    with caplog.at_level(logging.ERROR, logger="cosmos_reasoner_ros.pipeline"):
+        out = pipeline.run(RequestSpec("x", "next_action"))
+    assert out.error_kind == "internal" and "RuntimeError: encoder exploded" in out.error
+    assert any("x" in r.getMessage() and r.exc_info for r in caplog.records)
+
+    def bad_callback(stage: str, text: str) -> None:
+        raise ValueError("callback bug")
+
+    server.push(ScriptedReply(text="fine"))
+    ok = make_pipeline(buffer, tmp_path, server.base_url).run(
+        RequestSpec("y", "caption"), on_progress=bad_callback
+    )
+    assert ok.success and ok.answer == "fine"  # a failing progress callback does not fail the request
+
+
+def test_clip_not_written(buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path) -> None:
+    media = tmp_path / "media"
+    pipeline = make_pipeline(buffer, media, server.base_url)
+    media.rmdir()
+    media.write_text("a file where the media directory was")
+    out = pipeline.run(RequestSpec("w", "next_action"))
+    assert out.error_kind == "clip_not_written" and out.error
+    assert server.requests == []
+
+
+def test_error_outcome_for_triggers_that_never_ran() -> None:
+    spec = RequestSpec("b", "next_action", cameras=("front",), trigger_time=5.0)
+    out = error_outcome(spec, BusyError("1 request in flight"))
+    assert (out.success, out.error_kind, out.error, out.cameras) == (
+        False,
+        "busy",
+        "1 request in flight",
+        ("front",),
+    )
+    assert out.timings is not None and out.timings.trigger == 5.0
