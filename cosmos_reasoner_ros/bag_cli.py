@@ -1,0 +1,256 @@
+"""`cosmos-reasoner-bag`: the command line of the bag tools (make, play, record, evaluate, report). Bad input
+(missing topics, unknown storage, a damaged bag) prints one clear line and exits with code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from cosmos_reasoner_ros.errors import BagError, ReasonerError
+
+
+def _add_make(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("make", help="video files or image folders to a bag of camera images")
+    p.add_argument("sources", nargs="+", type=Path, help="video files, image files or folders of images")
+    p.add_argument("-o", "--output", type=Path, required=True, help="new bag directory")
+    p.add_argument("--storage", default="mcap", help="mcap (default) or sqlite3")
+    p.add_argument("--rate", type=float, default=0.0, help="[Hz] output rate; 0: the source's own frames")
+    p.add_argument("--encoding", default="rgb8", help="rgb8, bgr8 (Image) or jpeg (CompressedImage)")
+    p.add_argument("--jpeg-quality", type=int, default=90)
+    p.add_argument("--topic", default="/camera/image_raw", help="image topic (jpeg: + /compressed)")
+    p.add_argument("--info-topic", default="/camera/camera_info", help="CameraInfo topic; '' for none")
+    p.add_argument("--frame-id", default="camera_optical_frame")
+    p.add_argument("--fov", type=float, default=60.0, help="[deg] horizontal field of view of CameraInfo")
+    p.add_argument("--depth", default="none", help="synthetic depth: none, plane or gradient")
+    p.add_argument("--depth-encoding", default="16UC1", help="16UC1 [mm] or 32FC1 [m]")
+    p.add_argument("--depth-topic", default="/camera/depth/image_raw")
+    p.add_argument("--depth-m", type=float, default=1.5, help="[m] plane distance / gradient middle")
+    p.add_argument("--image-fps", type=float, default=10.0, help="[Hz] frame rate of image folders")
+    p.add_argument("--max-long-side", type=int, default=0, help="[px] downscale; 0: keep the size")
+    p.add_argument("--start", type=float, default=1_700_000_000.0, help="[s since epoch] first stamp")
+
+
+def _add_play(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("play", help="publish a bag through rclpy with its recorded timing")
+    p.add_argument("bag", type=Path)
+    p.add_argument("--rate", type=float, default=1.0, help="speed factor")
+    p.add_argument("--loop", action="store_true", help="play until interrupted")
+    p.add_argument("--loops", type=int, default=1, help="number of passes (--loop: endless)")
+    p.add_argument("--start-offset", type=float, default=0.0, help="[s] skip the bag's first seconds")
+    p.add_argument("--topics", nargs="*", default=[], help="bag topics to play (default all)")
+    p.add_argument("--remap", nargs="*", default=[], metavar="OLD:=NEW")
+    p.add_argument("--qos", default="reliable", help="reliable (default), sensor_data or transient_local")
+    p.add_argument("--qos-depth", type=int, default=10)
+    p.add_argument(
+        "--wait-for-subscribers",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="[s] wait for a subscriber on every topic before starting",
+    )
+    p.add_argument("--stats", type=Path, help="write the lag statistics (JSON) here")
+
+
+def _add_record(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from cosmos_reasoner_ros.bag_record import DEFAULT_TOPICS
+
+    p = sub.add_parser("record", help="record the node's output topics into an mcap bag")
+    p.add_argument("-o", "--output", type=Path, required=True, help="new bag directory")
+    p.add_argument("--topics", nargs="*", default=None, help=f"default: {' '.join(DEFAULT_TOPICS)}")
+    p.add_argument("--node-name", default="reasoner_node", help="name of the node whose outputs to record")
+    p.add_argument("--duration", type=float, default=0.0, help="[s] stop after this long; 0: until Ctrl-C")
+    p.add_argument("--storage", default="mcap")
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("evaluate", help="replay a bag into reasoner_node, trigger tasks, write a report")
+    p.add_argument("bag", type=Path, nargs="?", help="camera bag (with --results: the frames, optional)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="report folder")
+    p.add_argument("--results", type=Path, help="build the report from ReasonerResults recorded in this bag")
+    p.add_argument("--server-url", default="http://127.0.0.1:8000/v1")
+    p.add_argument(
+        "--task",
+        action="append",
+        default=[],
+        metavar="NAME[:INSTRUCTION]",
+        help="task to trigger (repeatable; default next_action)",
+    )
+    p.add_argument("--period", type=float, default=2.0, help="[s of bag time] trigger period")
+    p.add_argument("--at", default="", help="comma-separated trigger times [s from the bag's start]")
+    p.add_argument("--image-topic", default="", help="default: the bag's colour image topic")
+    p.add_argument("--params-file", type=Path, help="node parameters (default: the shipped reasoner.yaml)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME:=VALUE")
+    p.add_argument("--rate", type=float, default=1.0, help="playback speed factor")
+    p.add_argument("--wait", action="store_true", help="pause playback while requests are in flight")
+    p.add_argument("--timeout", type=float, default=120.0, help="[s] to wait for outstanding answers")
+    p.add_argument("--image-format", default="jpg", choices=["jpg", "png"])
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("report", help="HTML page and plots from a results.jsonl")
+    p.add_argument("results", type=Path, help="JSONL, one result record per line")
+    p.add_argument("-o", "--output", type=Path, help="report folder (default: the results file's folder)")
+    p.add_argument("--title", default="Cosmos Reasoner evaluation")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cosmos-reasoner-bag", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_make, _add_play, _add_record, _add_evaluate, _add_report):
+        add(sub)
+    return parser
+
+
+def _make(args: argparse.Namespace) -> int:
+    from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
+
+    made = make_bag(
+        args.sources,
+        args.output,
+        MakeOptions(
+            rate_hz=args.rate,
+            encoding=args.encoding,
+            jpeg_quality=args.jpeg_quality,
+            image_topic=args.topic,
+            info_topic=args.info_topic,
+            frame_id=args.frame_id,
+            fov_deg=args.fov,
+            depth=args.depth,
+            depth_encoding=args.depth_encoding,
+            depth_topic=args.depth_topic,
+            depth_m=args.depth_m,
+            image_fps=args.image_fps,
+            max_long_side=args.max_long_side,
+            start_ns=round(args.start * 1e9),
+            storage=args.storage,
+        ),
+    )
+    print(
+        f"wrote {made.path}: {made.frames} frames {made.width}x{made.height} over {made.duration_s:.2f} s; "
+        + ", ".join(f"{t} {n}" for t, n in made.topics.items())
+    )
+    return 0
+
+
+def _play(args: argparse.Namespace) -> int:
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    from cosmos_reasoner_ros.bag_play import Player, PlayOptions, parse_remap
+
+    options = PlayOptions(
+        rate=args.rate,
+        loops=0 if args.loop else args.loops,
+        start_offset_s=args.start_offset,
+        topics=tuple(args.topics),
+        remap=parse_remap(args.remap),
+        qos=args.qos,
+        qos_depth=args.qos_depth,
+        wait_for_subscribers_s=args.wait_for_subscribers,
+    )
+    options.check()
+    with rclpy.init():
+        node = rclpy.create_node("cosmos_reasoner_bag_play")
+        player = Player(node, args.bag, options)
+        stop = threading.Event()
+        try:
+            stats = player.run(stop)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            stop.set()
+            return 0
+        finally:
+            player.close()
+            node.destroy_node()
+    summary = stats.summary()
+    if args.stats:
+        args.stats.write_text(json.dumps(summary))
+    print(json.dumps(summary))
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    from cosmos_reasoner_ros.bag_record import Recorder, default_topics
+
+    topics = args.topics if args.topics else default_topics(args.node_name)
+    with rclpy.init():
+        node = rclpy.create_node("cosmos_reasoner_bag_record")
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        recorder = Recorder(node, args.output, topics, args.storage)
+        end = time.monotonic() + args.duration if args.duration > 0 else float("inf")
+        next_discovery = 0.0
+        try:
+            while time.monotonic() < end:
+                if time.monotonic() >= next_discovery:
+                    for topic in recorder.discover():
+                        print(f"recording {topic}", file=sys.stderr, flush=True)
+                    next_discovery = time.monotonic() + 0.5
+                executor.spin_once(timeout_sec=0.1)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            counts = recorder.close()
+            node.destroy_node()
+    print(json.dumps({"bag": str(args.output), "messages": counts}))
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from cosmos_reasoner_ros import bag_evaluate as ev
+
+    if args.results is not None:
+        files = ev.evaluate_recorded(args.results, args.output, args.bag, args.image_topic, args.image_format)
+    else:
+        if args.bag is None:
+            raise BagError("evaluate needs a bag (or --results RECORDED_BAG)")
+        at = tuple(float(t) for t in args.at.split(",") if t.strip()) if args.at else ()
+        options = ev.EvalOptions(
+            server_url=args.server_url,
+            tasks=tuple(ev.TaskSpec.parse(t) for t in args.task) or (ev.TaskSpec("next_action"),),
+            period_s=args.period,
+            at_s=at,
+            image_topic=args.image_topic,
+            params_file=args.params_file,
+            params=tuple(args.param),
+            rate=args.rate,
+            wait=args.wait,
+            timeout_s=args.timeout,
+            image_format=args.image_format,
+            progress=not args.no_progress,
+        )
+        files = ev.evaluate_live(args.bag, args.output, options)
+    print(f"report: {files.index}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from cosmos_reasoner_ros.bag_report import load_records, write_report
+
+    out = args.output or args.results.parent
+    files = write_report(load_records(args.results), out, args.title)
+    print(f"report: {files.index}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run = {"make": _make, "play": _play, "record": _record, "evaluate": _evaluate, "report": _report}
+    try:
+        return run[args.command](args)
+    except (ReasonerError, ValueError) as exc:  # BagError and bad option values: the user's input
+        print(f"cosmos-reasoner-bag {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""`cosmos-reasoner-bag play`: publishes a bag's stored CDR bytes through rclpy with the recorded timing (rate
+factor, loops, remapping, start offset) and measures how late each message went out."""
+
+from __future__ import annotations
+
+import importlib
+import statistics
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+from cosmos_reasoner_ros.bag_io import connections_for, messages, open_reader
+from cosmos_reasoner_ros.errors import BagError
+
+QOS_CHOICES = ("reliable", "sensor_data", "transient_local")
+
+
+@dataclass(frozen=True)
+class PlayOptions:
+    rate: float = 1.0  # playback speed factor (2.0: twice as fast)
+    loops: int = 1  # how often to play the bag; 0: until stopped
+    start_offset_s: float = 0.0  # [s] skip this much of the bag's beginning
+    topics: tuple[str, ...] = ()  # bag topics to play; empty: all
+    remap: Mapping[str, str] = field(default_factory=dict)  # bag topic -> published topic
+    # Reliable keep-last is the default because replay tests must not lose frames between processes;
+    # sensor_data (best effort) is what a real camera driver offers.
+    qos: str = "reliable"
+    qos_depth: int = 10
+    wait_for_subscribers_s: float = 0.0  # [s] before starting, wait this long for every topic to be matched
+
+    def check(self) -> None:
+        if not self.rate > 0:
+            raise BagError(f"rate must be > 0, got {self.rate}")
+        if self.loops < 0 or self.start_offset_s < 0 or self.qos_depth < 1:
+            raise BagError("loops and start offset must be >= 0, qos depth >= 1")
+        if self.qos not in QOS_CHOICES:
+            raise BagError(f"unknown qos {self.qos!r}; use one of {', '.join(QOS_CHOICES)}")
+
+
+@dataclass
+class PlayStats:
+    published: int = 0
+    per_topic: dict[str, int] = field(default_factory=dict)
+    lags_s: list[float] = field(default_factory=list)  # actual - scheduled publish time, per message
+    wall_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        lags = sorted(self.lags_s)
+        return {
+            "published": self.published,
+            "per_topic": dict(self.per_topic),
+            "wall_s": round(self.wall_s, 3),
+            "lag_median_ms": round(statistics.median(lags) * 1e3, 3) if lags else 0.0,
+            "lag_p95_ms": round(lags[min(len(lags) - 1, int(0.95 * len(lags)))] * 1e3, 3) if lags else 0.0,
+            "lag_max_ms": round(lags[-1] * 1e3, 3) if lags else 0.0,
+        }
+
+
+def parse_remap(items: Sequence[str]) -> dict[str, str]:
+    """`old:=new` pairs (ROS 2 remapping syntax) to a dict."""
+    out = {}
+    for item in items:
+        old, sep, new = item.partition(":=")
+        if not sep or not old or not new:
+            raise BagError(f"remap {item!r} is not old:=new")
+        out[old] = new
+    return out
+
+
+def message_class(msgtype: str) -> Any:
+    """The rclpy message class of `pkg/msg/Name`."""
+    package, kind, name = msgtype.split("/")
+    try:
+        return getattr(importlib.import_module(f"{package}.{kind}"), name)
+    except (ImportError, AttributeError):
+        raise BagError(f"message type {msgtype} is not installed for rclpy") from None
+
+
+def qos_profile(name: str, depth: int) -> QoSProfile:
+    if name == "sensor_data":
+        return qos_profile_sensor_data
+    durability = DurabilityPolicy.TRANSIENT_LOCAL if name == "transient_local" else DurabilityPolicy.VOLATILE
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=depth,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=durability,
+    )
+
+
+class Player:
+    """Plays one bag on a node's publishers. `run` blocks (call it from a thread when the node spins
+    elsewhere)."""
+
+    def __init__(self, node: Node, bag: Path, options: PlayOptions = PlayOptions()) -> None:
+        options.check()
+        self.node = node
+        self.options = options
+        self.reader = open_reader(bag)
+        try:
+            self.connections = connections_for(self.reader, options.topics)
+            self.start_ns = self.reader.start_time + round(options.start_offset_s * 1e9)
+            self.end_ns = self.reader.end_time
+            if self.start_ns >= self.end_ns:
+                raise BagError(f"start offset {options.start_offset_s} s is past the bag's end")
+            qos = qos_profile(options.qos, options.qos_depth)
+            self.publishers: dict[int, Any] = {}
+            by_topic: dict[str, Any] = {}
+            for conn in self.connections:
+                topic = options.remap.get(conn.topic, conn.topic)
+                if topic not in by_topic:
+                    by_topic[topic] = node.create_publisher(message_class(conn.msgtype), topic, qos)
+                self.publishers[conn.id] = (topic, by_topic[topic])
+        except BaseException:
+            self.reader.close()
+            raise
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+    def wait_for_subscribers(self, timeout_s: float, stop: threading.Event | None = None) -> bool:
+        deadline = time.monotonic() + timeout_s
+        pubs = {id(p): p for _, p in self.publishers.values()}.values()
+        while any(p.get_subscription_count() == 0 for p in pubs):
+            if time.monotonic() > deadline or (stop is not None and stop.is_set()):
+                return False
+            time.sleep(0.02)
+        return True
+
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        before_publish: Callable[[int], None] | None = None,
+    ) -> PlayStats:
+        """Publish until the last loop ends or `stop` is set.
+
+        `before_publish(bag_ns)` runs before each message;
+        time spent inside it pauses the playback clock (evaluation waits for answers this way)."""
+        stop = stop or threading.Event()
+        if self.options.wait_for_subscribers_s > 0:
+            self.wait_for_subscribers(self.options.wait_for_subscribers_s, stop)
+        stats = PlayStats()
+        rate = self.options.rate
+        span_ns = self.end_ns - self.start_ns
+        begin = time.monotonic()
+        base = begin
+        loop = 0
+        while not stop.is_set() and (self.options.loops == 0 or loop < self.options.loops):
+            for conn, bag_ns, data in messages(self.reader, self.connections, self.start_ns):
+                if stop.is_set():
+                    break
+                if before_publish is not None:
+                    entered = time.monotonic()
+                    before_publish(bag_ns)
+                    base += time.monotonic() - entered
+                due = base + ((bag_ns - self.start_ns) + loop * span_ns) / 1e9 / rate
+                while (wait := due - time.monotonic()) > 0:
+                    if stop.wait(min(wait, 0.1)):
+                        break
+                if stop.is_set():
+                    break
+                topic, publisher = self.publishers[conn.id]
+                stats.lags_s.append(time.monotonic() - due)
+                publisher.publish(data)
+                stats.published += 1
+                stats.per_topic[topic] = stats.per_topic.get(topic, 0) + 1
+            loop += 1
+        stats.wall_s = time.monotonic() - begin
+        return stats
+
+    def close(self) -> None:
+        self.reader.close()
+        for _, publisher in {id(p): (t, p) for t, p in self.publishers.values()}.values():
+            self.node.destroy_publisher(publisher)
