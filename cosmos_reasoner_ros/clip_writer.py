@@ -1,0 +1,334 @@
+"""Clips to MP4 (H.264 through PyAV, else MPEG-4 part 2 through OpenCV), frames to JPEG/PNG, as files
+or data: URLs.
+
+The video is constant-rate at the clip's true frame rate (from its stamps), so the server's fps-based frame
+sampling sees the real time line: frame i sits at i / fps seconds, duration = frames / fps.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import errno
+import io
+import math
+import os
+import time
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from cosmos_reasoner_ros.clip_buffer import Clip
+from cosmos_reasoner_ros.errors import ClipError
+from cosmos_reasoner_ros.image_conversion import Frame
+from cosmos_reasoner_ros.media_store import MediaRef, MediaStore
+
+__all__ = ["CODECS", "ClipWriter", "MediaRef", "clip_frame_rate", "h264_available", "tile_clips"]
+
+CODECS = ("auto", "h264", "mp4v")
+_IMAGE_FORMATS = {"jpeg": (".jpg", "image/jpeg"), "png": (".png", "image/png")}
+_NOMINAL_TOLERANCE = 0.05
+
+
+def h264_available() -> bool:
+    """PyAV with the libx264 encoder (the pip wheels of PyAV carry it)."""
+    try:
+        import av
+
+        av.codec.Codec("libx264", "w")
+    except Exception:  # ImportError, or a PyAV build without libx264
+        return False
+    return True
+
+
+def clip_frame_rate(clip: Clip) -> float:
+    """The clip's true frame rate: (frames - 1) / (last stamp - first stamp).
+
+    Within 5 % of the buffer's sampling rate (grid jitter) the nominal rate is kept: a 4 fps clip says 4 fps.
+    A single frame, or frames on one stamp, take the sampling rate.
+    """
+    count = len(clip.frames)
+    span_s = (clip.frames[-1].stamp_ns - clip.frames[0].stamp_ns) / 1e9 if count else 0.0
+    if count < 2 or span_s <= 0:
+        return clip.fps
+    measured = (count - 1) / span_s
+    if abs(measured - clip.fps) <= _NOMINAL_TOLERANCE * clip.fps:
+        return clip.fps
+    return round(measured, 2) or 0.01
+
+
+def _displayable(image: np.ndarray) -> np.ndarray:
+    """RGB uint8 for encoding: depth (HxW uint16/float32) is scaled to grey, NaN and 0 black."""
+    if image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8:
+        return image
+    if image.ndim == 2:
+        values = np.nan_to_num(image.astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+        top = float(values.max()) if values.size else 0.0
+        grey = (values * (255.0 / top)).astype(np.uint8) if top > 0 else np.zeros(values.shape, np.uint8)
+        return cv2.cvtColor(grey, cv2.COLOR_GRAY2RGB)
+    raise ClipError(f"cannot encode an image of shape {image.shape} and type {image.dtype}")
+
+
+def _even(images: list[np.ndarray]) -> list[np.ndarray]:
+    """yuv420p needs even sizes: repeat the last row/column rather than cropping pixels away."""
+    height, width = images[0].shape[:2]
+    bottom, right = height % 2, width % 2
+    if not (bottom or right):
+        return images
+    return [cv2.copyMakeBorder(img, 0, bottom, 0, right, cv2.BORDER_REPLICATE) for img in images]
+
+
+def _letterbox(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    h, w = image.shape[:2]
+    if (w, h) == (width, height):
+        return image
+    scale = min(width / w, height / h)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    resized = cv2.resize(image, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    canvas = np.zeros((height, width, 3), dtype=np.uint8)
+    top, left = (height - size[1]) // 2, (width - size[0]) // 2
+    canvas[top : top + size[1], left : left + size[0]] = resized
+    return canvas
+
+
+def tile_clips(clips: Sequence[Clip]) -> Clip:
+    """One grid video of several cameras.
+
+    On the time line of the clip with the most frames, each cell shows that camera's frame nearest in time.
+    Cells have the largest camera's size; smaller ones are letterboxed.
+    """
+    if not clips:
+        raise ClipError("no clips to tile")
+    if any(not c.frames for c in clips):
+        raise ClipError("cannot tile a clip without frames")
+    reference = max(clips, key=lambda c: len(c.frames))
+    cell_w = max(c.width for c in clips)
+    cell_h = max(c.height for c in clips)
+    cols = math.ceil(math.sqrt(len(clips)))
+    rows = math.ceil(len(clips) / cols)
+    stamps = [[f.stamp_ns for f in c.frames] for c in clips]
+    frames = []
+    for ref in reference.frames:
+        canvas = np.zeros((rows * cell_h, cols * cell_w, 3), dtype=np.uint8)
+        for index, clip in enumerate(clips):
+            nearest = _nearest(stamps[index], ref.stamp_ns)
+            image = _letterbox(_displayable(clip.frames[nearest].image), cell_w, cell_h)
+            row, col = divmod(index, cols)
+            canvas[row * cell_h : (row + 1) * cell_h, col * cell_w : (col + 1) * cell_w] = image
+        frames.append(Frame("+".join(c.camera for c in clips), ref.stamp_ns, canvas, ref.frame_id))
+    return Clip(
+        camera=frames[0].camera,
+        frames=tuple(frames),
+        start_ns=reference.start_ns,
+        end_ns=reference.end_ns,
+        fps=reference.fps,
+        width=cols * cell_w,
+        height=rows * cell_h,
+    )
+
+
+def _nearest(stamps: list[int], stamp: int) -> int:
+    index = bisect.bisect_left(stamps, stamp)
+    if index == 0:
+        return 0
+    if index == len(stamps):
+        return len(stamps) - 1
+    return index if stamps[index] - stamp < stamp - stamps[index - 1] else index - 1
+
+
+def _encode_h264(images: list[np.ndarray], rate: Fraction) -> bytes:
+    import av
+
+    height, width = images[0].shape[:2]
+    out = io.BytesIO()
+    with av.open(out, mode="w", format="mp4") as container:
+        stream: Any = container.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        # ultrafast: the server reads the clip once and encode time is request latency (veryfast: 5x slower,
+        # half the size). OpenCV's I420 conversion plus a zero-copy frame is 3x faster than swscale here;
+        # PyAV splits that buffer's chroma planes by whole rows, which needs a height divisible by 4.
+        stream.options = {"preset": "ultrafast", "crf": "23"}
+        fast = height % 4 == 0
+        for index, image in enumerate(images):
+            if fast:
+                yuv = np.asarray(cv2.cvtColor(image, cv2.COLOR_RGB2YUV_I420), dtype=np.uint8)
+                frame = av.VideoFrame.from_numpy_buffer(yuv, format="yuv420p")
+            else:
+                frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts = index
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return out.getvalue()
+
+
+def _encode_mp4v(images: list[np.ndarray], rate: Fraction, path: Path) -> None:
+    height, width = images[0].shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), float(rate), (width, height))
+    if not writer.isOpened():
+        raise ClipError(f"OpenCV cannot open an mp4v writer for {path.name}")
+    try:
+        for image in images:
+            writer.write(cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    finally:
+        writer.release()
+
+
+def _check_video(path: Path, frames: int) -> None:
+    """OpenCV's writer fails silently (a full disk leaves a truncated file): read the header back."""
+    capture = cv2.VideoCapture(str(path))
+    try:
+        counted = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0
+    finally:
+        capture.release()
+    if counted == frames:
+        return
+    if _nearly_full(path.parent):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # the store reports it as a full directory
+    raise ClipError(f"the mp4v encoder wrote an unreadable video ({counted} of {frames} frames)")
+
+
+def _nearly_full(directory: Path) -> bool:
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < 16 * 1024 * 1024
+
+
+class ClipWriter:
+    """Writes clips and images into a MediaStore (or as data: URLs when inline) and prunes old files."""
+
+    def __init__(
+        self, store: MediaStore, codec: str = "auto", inline: bool = False, image_format: str = "jpeg"
+    ) -> None:
+        if codec not in CODECS:
+            raise ValueError(f"codec must be one of {', '.join(CODECS)}, got {codec!r}")
+        if image_format not in _IMAGE_FORMATS:
+            raise ValueError(f"image_format must be jpeg or png, got {image_format!r}")
+        if codec == "h264" and not h264_available():
+            raise ClipError("codec h264 needs PyAV with libx264 (pip install av); use codec auto or mp4v")
+        self.store = store
+        self.codec = "h264" if codec == "h264" or (codec == "auto" and h264_available()) else "mp4v"
+        self.inline = inline
+        self.image_format = image_format
+
+    # -- video ---------------------------------------------------------------------------------------------
+
+    def write_clip(self, clip: Clip) -> MediaRef:
+        if not clip.frames:
+            raise ClipError(f"clip of camera {clip.camera!r} has no frames")
+        started = time.perf_counter()
+        images = [_displayable(f.image) for f in clip.frames]
+        height, width = images[-1].shape[:2]
+        images = _even([_letterbox(img, width, height) for img in images])
+        height, width = images[0].shape[:2]
+        fps = clip_frame_rate(clip)
+        rate = Fraction(fps).limit_denominator(1000)
+        path: Path | None
+        if self.codec == "h264":
+            try:
+                data = _encode_h264(images, rate)
+            except Exception as exc:
+                raise ClipError(f"H.264 encoding of camera {clip.camera!r} failed: {exc}") from exc
+            path = None if self.inline else self.store.write_bytes(data, ".mp4")
+        elif self.inline:
+            with self.store.scratch(".mp4") as scratch:
+                _encode_mp4v(images, rate, scratch)
+                _check_video(scratch, len(images))
+                data = scratch.read_bytes()
+            path = None
+        else:
+            path = self.store.write_with(".mp4", lambda p: self._mp4v_into(images, rate, p))
+            data = b""
+        return self._ref(
+            kind="video",
+            mime="video/mp4",
+            data=data,
+            path=path,
+            started=started,
+            width=width,
+            height=height,
+            camera=clip.camera,
+            frames=len(images),
+            fps=float(rate),
+        )
+
+    def _mp4v_into(self, images: list[np.ndarray], rate: Fraction, path: Path) -> None:
+        _encode_mp4v(images, rate, path)
+        _check_video(path, len(images))
+
+    def write_clips(self, clips: Sequence[Clip], tiled: bool) -> list[MediaRef]:
+        """One video per camera, or one grid video of all of them (frames aligned by nearest stamp)."""
+        if tiled and len(clips) > 1:
+            return [self.write_clip(tile_clips(clips))]
+        return [self.write_clip(clip) for clip in clips]
+
+    # -- images --------------------------------------------------------------------------------------------
+
+    def write_image(self, frame: Frame) -> MediaRef:
+        started = time.perf_counter()
+        suffix, mime = _IMAGE_FORMATS[self.image_format]
+        image = _displayable(frame.image)
+        params = [cv2.IMWRITE_JPEG_QUALITY, 90] if suffix == ".jpg" else [cv2.IMWRITE_PNG_COMPRESSION, 3]
+        ok, encoded = cv2.imencode(suffix, cv2.cvtColor(image, cv2.COLOR_RGB2BGR), params)
+        if not ok:
+            raise ClipError(f"cannot encode a {self.image_format} image of camera {frame.camera!r}")
+        data = encoded.tobytes()
+        path = None if self.inline else self.store.write_bytes(data, suffix)
+        height, width = image.shape[:2]
+        return self._ref(
+            kind="image",
+            mime=mime,
+            data=data,
+            path=path,
+            started=started,
+            width=width,
+            height=height,
+            camera=frame.camera,
+            frames=1,
+            fps=0.0,
+        )
+
+    # -- common --------------------------------------------------------------------------------------------
+
+    def _ref(
+        self,
+        *,
+        kind: str,
+        mime: str,
+        data: bytes,
+        path: Path | None,
+        started: float,
+        width: int,
+        height: int,
+        camera: str,
+        frames: int,
+        fps: float,
+    ) -> MediaRef:
+        if path is None:
+            url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+            size = len(data)
+        else:
+            url = path.as_uri()
+            size = path.stat().st_size
+        encode_s = time.perf_counter() - started
+        if path is not None:
+            self.store.prune(keep=[path])
+        return MediaRef(
+            kind=kind,
+            url=url,
+            path=path,
+            mime=mime,
+            size_bytes=size,
+            encode_s=encode_s,
+            width=width,
+            height=height,
+            camera=camera,
+            frames=frames,
+            fps=fps,
+            duration_s=frames / fps if fps > 0 else 0.0,
+        )

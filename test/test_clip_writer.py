@@ -1,0 +1,332 @@
+"""Clip writing: both codecs decoded back by OpenCV and PyAV (count, size, fps, duration, pixels), images,
+data: URLs, tiling, retention, and real full / read-only file systems."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from cosmos_reasoner_ros import clip_writer
+from cosmos_reasoner_ros.clip_buffer import Clip, ClipBuffer
+from cosmos_reasoner_ros.clip_writer import ClipWriter, clip_frame_rate, h264_available, tile_clips
+from cosmos_reasoner_ros.errors import ClipError
+from cosmos_reasoner_ros.image_conversion import Frame
+from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
+
+NS = 1_000_000_000
+CODECS = ["h264", "mp4v"]
+Images = list[np.ndarray]
+
+
+@pytest.fixture(scope="module")
+def real_frames(robot_clip: Path) -> list[np.ndarray]:
+    cap = cv2.VideoCapture(str(robot_clip))
+    frames = []
+    while True:
+        ok, bgr = cap.read()
+        if not ok:
+            break
+        frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+    cap.release()
+    return frames
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MediaStore:
+    return MediaStore(tmp_path / "media")
+
+
+def make_clip(images: list[np.ndarray], stamps: list[int], camera: str = "front", fps: float = 4.0) -> Clip:
+    frames = tuple(Frame(camera, s, img) for s, img in zip(stamps, images, strict=True))
+    height, width = images[-1].shape[:2]
+    return Clip(camera, frames, stamps[0], stamps[-1], fps, width, height)
+
+
+def decode_opencv(path: Path) -> tuple[float, int, int, int, list[np.ndarray]]:
+    cap = cv2.VideoCapture(str(path))
+    fps, count = cap.get(cv2.CAP_PROP_FPS), int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+    width, height = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+    frames = []
+    while True:
+        ok, bgr = cap.read()
+        if not ok:
+            break
+        frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+    cap.release()
+    assert len(frames) == count
+    return fps, count, width, height, frames
+
+
+def decode_pyav(path: Path) -> tuple[float, float, str, list[np.ndarray], list[float]]:
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames, times = [], []
+        for frame in container.decode(stream):
+            frames.append(frame.to_ndarray(format="rgb24"))
+            times.append(float(frame.pts * stream.time_base))
+        duration = container.duration / 1e6 if container.duration else 0.0
+        return float(stream.average_rate), duration, stream.codec_context.name, frames, times
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return 99.0 if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_real_clip_decodes_in_opencv_and_pyav(
+    codec: str, real_frames: Images, store: MediaStore, record_property: pytest.FixtureRequest
+) -> None:
+    if codec == "h264" and not h264_available():
+        pytest.skip("needs PyAV with libx264")
+    images = real_frames[:26]
+    stamps = [5 * NS + i * 250_000_000 + (i % 3) * 4_000_000 for i in range(len(images))]  # 4 fps with jitter
+    ref = ClipWriter(store, codec=codec).write_clip(make_clip(images, stamps))
+    assert ref.kind == "video" and ref.mime == "video/mp4" and ref.path is not None
+    assert ref.url == ref.path.as_uri() and ref.path.parent == store.directory
+    assert ref.size_bytes == ref.path.stat().st_size > 1000 and ref.encode_s > 0
+    assert (ref.width, ref.height) == (644, 476) and ref.frames == 26 and ref.fps == 4.0
+    assert ref.duration_s == pytest.approx(6.5) and ref.camera == "front"
+    assert oct(ref.path.stat().st_mode & 0o777) == "0o600"
+
+    fps, count, width, height, cv_frames = decode_opencv(ref.path)
+    assert (fps, count, width, height) == (4.0, 26, 644, 476)
+    rate, duration, codec_name, av_frames, times = decode_pyav(ref.path)
+    assert rate == 4.0 and duration == pytest.approx(6.5, abs=0.01) and len(av_frames) == 26
+    assert codec_name == {"h264": "h264", "mp4v": "mpeg4"}[codec]
+    assert times == pytest.approx([i / 4 for i in range(26)])
+    for source, opencv_frame, pyav_frame in zip(images, cv_frames, av_frames, strict=True):
+        assert psnr(source, opencv_frame) > 30.0 and psnr(source, pyav_frame) > 30.0
+    print(f"{codec}: 26 frames 644x476, {ref.size_bytes} bytes, {ref.encode_s * 1000:.1f} ms")
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_frame_rate_follows_the_true_stamps(codec: str, real_frames: Images, store: MediaStore) -> None:
+    # A 2 Hz camera in a 4 fps buffer: the video must say 2 fps, or the model's time line is twice too fast.
+    stamps = [i * 500_000_000 for i in range(8)]
+    clip = make_clip(real_frames[:8], stamps, fps=4.0)
+    assert clip_frame_rate(clip) == 2.0
+    ref = ClipWriter(store, codec=codec).write_clip(clip)
+    assert ref.fps == 2.0 and ref.duration_s == 4.0
+    fps, count, *_ = decode_opencv(ref.path)  # type: ignore[arg-type]
+    assert (fps, count) == (2.0, 8)
+    rate, duration, *_ = decode_pyav(ref.path)  # type: ignore[arg-type]
+    assert rate == 2.0 and duration == pytest.approx(4.0, abs=0.01)
+
+
+def test_clip_frame_rate_rules() -> None:
+    image = np.zeros((4, 4, 3), np.uint8)
+    assert clip_frame_rate(make_clip([image], [0])) == 4.0  # one frame: the sampling rate
+    assert clip_frame_rate(make_clip([image] * 2, [0, 0])) == 4.0
+    jittered = [ms * 1_000_000 for ms in (0, 260, 510, 770, 1030)]
+    assert clip_frame_rate(make_clip([image] * 5, jittered)) == 4.0  # 3.88 fps is within 5 % of 4
+    stamps = [round(i * NS / 3.3) for i in range(10)]
+    assert clip_frame_rate(make_clip([image] * 10, stamps)) == 3.3
+
+
+def test_buffered_30hz_stream_writes_4fps(real_frames: Images, store: MediaStore) -> None:
+    buffer = ClipBuffer("front", sample_fps=4, max_seconds=30, max_bytes=10**9, max_long_side=320)
+    for i in range(30 * 8 + 1):
+        stamp = 100 * NS + i * (NS // 30)
+        if buffer.wants(stamp):
+            buffer.add(Frame("front", stamp, real_frames[i % len(real_frames)]))
+    clip = buffer.clip(8.0)
+    ref = ClipWriter(store).write_clip(clip)
+    fps, count, width, height, _ = decode_opencv(ref.path)  # type: ignore[arg-type]
+    assert fps == 4.0 and count == len(clip.frames) in (32, 33) and max(width, height) == 320
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_odd_sizes_are_padded_to_even(codec: str, real_frames: Images, store: MediaStore) -> None:
+    images = [img[:301, :401] for img in real_frames[:4]]
+    ref = ClipWriter(store, codec=codec).write_clip(make_clip(images, [i * 250_000_000 for i in range(4)]))
+    assert (ref.width, ref.height) == (402, 302)
+    _, count, width, height, frames = decode_opencv(ref.path)  # type: ignore[arg-type]
+    assert (count, width, height) == (4, 402, 302)
+    assert psnr(images[0], frames[0][:301, :401]) > 30.0
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_inline_data_url(codec: str, real_frames: Images, store: MediaStore, tmp_path: Path) -> None:
+    ref = ClipWriter(store, codec=codec, inline=True).write_clip(
+        make_clip(real_frames[:6], [i * 250_000_000 for i in range(6)])
+    )
+    assert ref.path is None and ref.url.startswith("data:video/mp4;base64,")
+    data = base64.b64decode(ref.url.split(",", 1)[1])
+    assert len(data) == ref.size_bytes
+    assert os.listdir(store.directory) == []  # nothing left behind
+    copy = tmp_path / "inline.mp4"
+    copy.write_bytes(data)
+    fps, count, *_ = decode_opencv(copy)
+    assert (fps, count) == (4.0, 6)
+
+
+@pytest.mark.parametrize(("image_format", "mime"), [("jpeg", "image/jpeg"), ("png", "image/png")])
+def test_single_images(image_format: str, mime: str, real_frames: Images, store: MediaStore) -> None:
+    frame = Frame("front", 7, real_frames[3])
+    ref = ClipWriter(store, image_format=image_format).write_image(frame)
+    assert ref.kind == "image" and ref.mime == mime and ref.path is not None and ref.frames == 1
+    decoded = cv2.cvtColor(cv2.imread(str(ref.path)), cv2.COLOR_BGR2RGB)
+    assert decoded.shape == real_frames[3].shape and (ref.width, ref.height) == (644, 476)
+    assert psnr(decoded, real_frames[3]) >= (99 if image_format == "png" else 32)  # png: lossless
+    inline = ClipWriter(store, image_format=image_format, inline=True).write_image(frame)
+    assert inline.url.startswith(f"data:{mime};base64,") and inline.path is None
+    raw = np.frombuffer(base64.b64decode(inline.url.split(",", 1)[1]), np.uint8)
+    assert cv2.imdecode(raw, cv2.IMREAD_COLOR).shape == real_frames[3].shape
+
+
+def test_depth_frames_are_written_as_grey(store: MediaStore) -> None:
+    depth = np.tile(np.arange(64, dtype=np.uint16) * 50, (48, 1))
+    metres = depth.astype(np.float32) / 1000
+    metres[0, 0] = np.nan
+    writer = ClipWriter(store)
+    ref = writer.write_image(Frame("depth", 0, depth))
+    grey = cv2.imread(str(ref.path))
+    assert grey.shape == (48, 64, 3) and grey[0, -1, 0] > 240 and grey[0, 0, 0] < 10
+    ref = writer.write_clip(make_clip([metres, metres], [0, 250_000_000], camera="depth"))
+    assert decode_opencv(ref.path)[1] == 2  # type: ignore[arg-type]
+
+
+def test_per_camera_and_tiled(real_frames: Images, store: MediaStore) -> None:
+    red = np.zeros((60, 80, 3), np.uint8)
+    red[..., 0] = 255
+    blue = np.zeros((60, 80, 3), np.uint8)
+    blue[..., 2] = 255
+    # Camera a: 8 frames at 4 fps, red at even indices. Camera b: 4 frames at 2 fps, offset by 20 ms.
+    a = make_clip([red if i % 2 == 0 else blue for i in range(8)], [i * 250_000_000 for i in range(8)], "a")
+    b_images = [cv2.resize(real_frames[i], (80, 60)) for i in range(4)]
+    b = make_clip(b_images, [i * 500_000_000 + 20_000_000 for i in range(4)], "b", fps=4.0)
+    writer = ClipWriter(store)
+    refs = writer.write_clips([a, b], tiled=False)
+    assert [r.camera for r in refs] == ["a", "b"] and [r.fps for r in refs] == [4.0, 2.0]
+    (tiled,) = writer.write_clips([a, b], tiled=True)
+    assert tiled.camera == "a+b" and (tiled.width, tiled.height) == (160, 60) and tiled.frames == 8
+    fps, count, width, height, frames = decode_opencv(tiled.path)  # type: ignore[arg-type]
+    assert (fps, count, width, height) == (4.0, 8, 160, 60)
+    for i, frame in enumerate(frames):
+        left = frame[10:50, 10:70].mean(axis=(0, 1))
+        assert (left[0] > 200) == (i % 2 == 0) and (left[2] > 200) == (i % 2 == 1)
+        nearest = b_images[min(range(4), key=lambda j: abs(j * 500 + 20 - i * 250))]
+        assert psnr(frame[:, 80:], nearest) > 25.0
+    assert writer.write_clips([a], tiled=True)[0].camera == "a"
+
+
+def test_tile_grid_letterboxes_smaller_cameras() -> None:
+    big = make_clip([np.full((100, 200, 3), 50, np.uint8)], [0], "big")
+    small = make_clip([np.full((50, 50, 3), 200, np.uint8)], [0], "small")
+    third = make_clip([np.full((100, 200, 3), 100, np.uint8)], [0], "third")
+    tiled = tile_clips([big, small, third])
+    assert (tiled.width, tiled.height) == (400, 200) and tiled.camera == "big+small+third"
+    image = tiled.frames[0].image
+    assert image[50, 300, 0] == 200 and image[50, 210, 0] == 0  # centred square, black bars
+    assert image[150, 100, 0] == 100 and image[150, 300, 0] == 0  # empty fourth cell
+    with pytest.raises(ClipError):
+        tile_clips([])
+
+
+def test_retention_runs_after_each_write(real_frames: Images, tmp_path: Path) -> None:
+    store = MediaStore(tmp_path / "media", RetentionPolicy(max_files=3, max_bytes=0, max_age_s=0))
+    writer = ClipWriter(store)
+    refs = [writer.write_image(Frame("c", i, real_frames[i])) for i in range(5)]
+    remaining = sorted(os.listdir(store.directory))
+    assert len(remaining) == 3 and refs[-1].path is not None and refs[-1].path.name in remaining
+
+
+def test_codec_choice(monkeypatch: pytest.MonkeyPatch, store: MediaStore) -> None:
+    assert ClipWriter(store).codec == ("h264" if h264_available() else "mp4v")
+    assert ClipWriter(store, codec="mp4v").codec == "mp4v"
+    with pytest.raises(ValueError, match="codec"):
+        ClipWriter(store, codec="vp9")
+    with pytest.raises(ValueError, match="image_format"):
+        ClipWriter(store, image_format="gif")
+    monkeypatch.setattr(clip_writer, "h264_available", lambda: False)
+    assert ClipWriter(store).codec == "mp4v"
+    with pytest.raises(ClipError, match="PyAV"):
+        ClipWriter(store, codec="h264")
+    with pytest.raises(ClipError, match="no frames"):
+        ClipWriter(store).write_clip(Clip("c", (), 0, 0, 4.0, 0, 0))
+
+
+_CHILD = textwrap.dedent(
+    """
+    import json, subprocess, sys
+    import numpy as np
+    from pathlib import Path
+    from cosmos_reasoner_ros.clip_buffer import Clip
+    from cosmos_reasoner_ros.clip_writer import ClipWriter
+    from cosmos_reasoner_ros.errors import ClipError
+    from cosmos_reasoner_ros.image_conversion import Frame
+    from cosmos_reasoner_ros.media_store import MediaStore
+
+    mount = Path(sys.argv[1])
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)], check=True)
+    rng = np.random.default_rng(0)
+    noise = [rng.integers(0, 255, (240, 320, 3), dtype=np.uint8) for _ in range(12)]
+    frames = tuple(Frame("c", i * 250_000_000, im) for i, im in enumerate(noise))
+    clip = Clip("c", frames, 0, 0, 4.0, 320, 240)
+    store = MediaStore(mount / "media")
+    results = {}
+
+    def attempt(name, write):
+        try:
+            write()
+            results[name] = "written"
+        except ClipError as exc:
+            results[name] = str(exc)
+        except Exception as exc:
+            results[name] = "WRONG " + type(exc).__name__ + ": " + str(exc)
+
+    for codec in ("h264", "mp4v"):
+        attempt("full_" + codec, lambda: ClipWriter(store, codec=codec).write_clip(clip))
+        attempt("full_inline_" + codec, lambda: ClipWriter(store, codec=codec, inline=True).write_clip(clip))
+    attempt("full_bytes", lambda: store.write_bytes(bytes(300_000), ".png"))
+    results["left_after_full"] = sorted(p.name for p in (mount / "media").iterdir())
+    attempt("small_image", lambda: ClipWriter(store).write_image(Frame("c", 0, noise[0][:8, :8])))
+    subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+    attempt("ro_image", lambda: ClipWriter(store).write_image(Frame("c", 0, noise[0])))
+    attempt("ro_h264", lambda: ClipWriter(store, codec="h264").write_clip(clip))
+    attempt("ro_mp4v", lambda: ClipWriter(store, codec="mp4v").write_clip(clip))
+    print(json.dumps(results))
+    """
+)
+
+
+def test_full_and_read_only_file_systems(tmp_path: Path) -> None:
+    """A real 256 KiB tmpfs, filled and then remounted read-only, in a private mount namespace."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root (a private mount namespace with a tiny tmpfs)")
+    probe = subprocess.run([unshare, "-m", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare -m is not permitted here: {probe.stderr.decode().strip()}")
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", sys.executable, str(script), str(mount)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in ("full_h264", "full_mp4v", "full_inline_mp4v", "full_bytes"):
+        assert "is full" in results[name], (name, results[name])
+    assert results["full_inline_h264"] == "written"  # encoded in memory: a data: URL needs no disk
+    assert results["left_after_full"] == []  # no temporaries or partial clips remain
+    assert results["small_image"] == "written"
+    for name in ("ro_image", "ro_h264", "ro_mp4v"):
+        assert "is not writable" in results[name], (name, results[name])
