@@ -1,0 +1,171 @@
+"""The logic behind launch/reasoner.launch.py: its arguments, their resolution, the processes they describe.
+
+No launch import here: the launch file only turns a LaunchPlan into ExecuteProcess / Node actions.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PACKAGE = "cosmos_reasoner_ros"
+NODE_EXECUTABLE = "reasoner_node"
+NODE_NAME = "reasoner_node"  # the top-level key of config/reasoner.yaml
+SUPERVISOR_MODULE = "cosmos_reasoner_ros.server_supervisor"
+MODES = ("plugin", "native", "qwen3vl")
+# The supervisor stops vLLM within stop_grace_s (20 s by default); launch must not SIGKILL it before that.
+SUPERVISOR_SIGTERM_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class LaunchArgument:
+    name: str
+    default: str
+    description: str
+
+
+ARGUMENTS = (
+    LaunchArgument("model", "", "checkpoint directory or hub id; empty: the one in server_config"),
+    LaunchArgument(
+        "mode",
+        "",
+        "plugin (vLLM 0.19/0.21 + vllm-cosmos3), native (vLLM >= 0.23) or qwen3vl; "
+        "empty: the one in server_config",
+    ),
+    LaunchArgument("tensor_parallel_size", "", "GPUs per replica; empty: the one in server_config"),
+    LaunchArgument("gpus", "", "GPU ids for CUDA_VISIBLE_DEVICES, e.g. 0,1; empty: inherit"),
+    LaunchArgument("port", "8000", "port of the vLLM server started here"),
+    LaunchArgument("start_server", "true", "true: start and supervise vLLM; false: use server_url"),
+    LaunchArgument(
+        "server_url", "", "OpenAI-compatible base URL for the node; empty: http://127.0.0.1:<port>/v1"
+    ),
+    LaunchArgument(
+        "media_dir",
+        "/tmp/cosmos_reasoner/media",  # noqa: S108 (the node's default; created 0700)
+        "clip directory, shared by the node and the server (--allowed-local-media-path)",
+    ),
+    LaunchArgument("params_file", "", "node parameters; empty: the package's config/reasoner.yaml"),
+    LaunchArgument("server_config", "", "server settings; empty: the package's config/server.yaml"),
+    LaunchArgument("cameras", "", "comma-separated camera names; empty: the ones in params_file"),
+)
+ARGUMENT_NAMES = tuple(a.name for a in ARGUMENTS)
+
+
+class LaunchArgumentError(ValueError):
+    """A launch argument has an invalid value; the message names it."""
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """A plain process (ExecuteProcess)."""
+
+    name: str
+    cmd: tuple[str, ...]
+    sigterm_timeout_s: float = SUPERVISOR_SIGTERM_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """The reasoner node (launch_ros Node): its parameter file first, then the overrides."""
+
+    package: str
+    executable: str
+    name: str
+    params_file: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def parameters(self) -> list[str | dict[str, Any]]:
+        return [self.params_file, dict(self.overrides)]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    supervisor: ProcessSpec | None
+    node: NodeSpec
+
+
+def config_dir() -> Path:
+    """The package's config directory: the installed share/ when ament knows the package, else the sources."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory(PACKAGE)) / "config"
+    except Exception:  # not installed, no ament index: use the sources
+        return Path(__file__).resolve().parents[1] / "config"
+
+
+def _bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise LaunchArgumentError(f"{name}: expected true or false, got {value!r}")
+
+
+def _positive_int(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise LaunchArgumentError(f"{name}: expected an integer, got {value!r}") from None
+    if number < 1:
+        raise LaunchArgumentError(f"{name}: must be >= 1, got {number}")
+    return number
+
+
+def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
+    """Resolve the launch arguments (missing ones take their defaults) into the processes to start."""
+    unknown = sorted(set(values) - set(ARGUMENT_NAMES))
+    if unknown:
+        raise LaunchArgumentError(f"unknown launch arguments: {', '.join(unknown)}")
+    args = {a.name: str(values.get(a.name, a.default)).strip() for a in ARGUMENTS}
+    start_server = _bool("start_server", args["start_server"])
+    port = _positive_int("port", args["port"])
+    if port > 65535:
+        raise LaunchArgumentError(f"port: must be <= 65535, got {port}")
+    if args["mode"] and args["mode"] not in MODES:
+        raise LaunchArgumentError(f"mode: one of {', '.join(MODES)}, got {args['mode']!r}")
+    if args["gpus"] and not all(g.strip().isdigit() for g in args["gpus"].split(",")):
+        raise LaunchArgumentError(f"gpus: comma-separated GPU ids such as 0,1, got {args['gpus']!r}")
+    server_url = args["server_url"] or f"http://127.0.0.1:{port}/v1"
+    if not server_url.startswith(("http://", "https://")):
+        raise LaunchArgumentError(f"server_url: must start with http:// or https://, got {server_url!r}")
+    conf = config_dir()
+    supervisor = None
+    if start_server:
+        cmd = [
+            python,
+            "-m",
+            SUPERVISOR_MODULE,
+            "--config",
+            args["server_config"] or str(conf / "server.yaml"),
+            "--port",
+            str(port),
+        ]
+        if args["media_dir"]:
+            cmd += ["--media-dir", args["media_dir"]]
+        for name in ("model", "mode", "gpus"):
+            if args[name]:
+                cmd += [f"--{name.replace('_', '-')}", args[name]]
+        if args["tensor_parallel_size"]:
+            tp = _positive_int("tensor_parallel_size", args["tensor_parallel_size"])
+            cmd += ["--tensor-parallel-size", str(tp)]
+        supervisor = ProcessSpec(name="cosmos_reasoner_server", cmd=tuple(cmd))
+    overrides: dict[str, Any] = {"server_url": server_url}
+    if args["media_dir"]:
+        overrides["media_dir"] = args["media_dir"]
+    cameras = [c.strip() for c in args["cameras"].split(",") if c.strip()]
+    if cameras:
+        overrides["cameras"] = cameras
+    node = NodeSpec(
+        package=PACKAGE,
+        executable=NODE_EXECUTABLE,
+        name=NODE_NAME,
+        params_file=args["params_file"] or str(conf / "reasoner.yaml"),
+        overrides=overrides,
+    )
+    return LaunchPlan(supervisor=supervisor, node=node)

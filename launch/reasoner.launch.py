@@ -1,0 +1,49 @@
+"""Start the Cosmos 3 Reasoner: the supervised vLLM server (start_server:=true) and reasoner_node.
+
+  ros2 launch cosmos_reasoner_ros reasoner.launch.py model:=nvidia/Cosmos3-Nano gpus:=0
+  ros2 launch cosmos_reasoner_ros reasoner.launch.py start_server:=false server_url:=http://gpu-host:8000/v1
+Arguments and their resolution live in cosmos_reasoner_ros/launch_config.py (tested without launch).
+"""
+
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from cosmos_reasoner_ros import launch_config
+from launch import LaunchDescription
+
+
+def _processes(context, *args, **kwargs):
+    plan = launch_config.plan(
+        {name: LaunchConfiguration(name).perform(context) for name in launch_config.ARGUMENT_NAMES}
+    )
+    actions = []
+    if plan.supervisor is not None:
+        actions.append(
+            ExecuteProcess(
+                cmd=list(plan.supervisor.cmd),
+                name=plan.supervisor.name,
+                output="screen",
+                sigterm_timeout=str(plan.supervisor.sigterm_timeout_s),
+            )
+        )
+    actions.append(
+        Node(
+            package=plan.node.package,
+            executable=plan.node.executable,
+            name=plan.node.name,
+            parameters=plan.node.parameters,
+            output="screen",
+        )
+    )
+    return actions
+
+
+def generate_launch_description():
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(a.name, default_value=a.default, description=a.description)
+            for a in launch_config.ARGUMENTS
+        ]
+        + [OpaqueFunction(function=_processes)]
+    )
