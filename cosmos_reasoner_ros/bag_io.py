@@ -97,7 +97,7 @@ def open_reader(path: Path) -> Reader:
     except FileNotFoundError as exc:
         raise BagError(f"{path} is not a rosbag2 bag: {exc}") from None
     except _CORRUPT as exc:
-        raise BagError(f"cannot open bag {path}: {exc}") from None
+        raise BagError(f"cannot open bag {path} (damaged, truncated or not a bag): {exc}") from None
     return reader
 
 
@@ -108,7 +108,7 @@ def messages(
     try:
         yield from reader.messages(connections=connections, start=start_ns)
     except _CORRUPT as exc:
-        raise BagError(f"bag {reader.path} is damaged: {exc}") from None
+        raise BagError(f"bag {reader.path} is damaged or truncated: {exc}") from None
 
 
 def connections_for(reader: Reader, topics: Sequence[str]) -> list[Connection]:

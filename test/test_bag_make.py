@@ -1,4 +1,4 @@
-"""bag_make: real clips and image folders to bags; stamps, rates, CameraInfo, depth; bad input exits with 2."""
+"""bag_make: real clips and image folders to bags; stamps, rates, CameraInfo, depth; bad input exits 2."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def test_robot_clip_at_10_hz_rgb8_with_info_and_depth(robot_clip: Path, tmp_path
     for k, (t, msg) in enumerate(images):
         assert t == stamp_ns(msg) == 1_700_000_000_000_000_000 + k * 100_000_000
         assert msg.encoding == "rgb8" and msg.header.frame_id == "camera_optical_frame"  # type: ignore[attr-defined]
-    # Frame 0 is the clip's first frame, pixel for pixel; frames 0-2 (0.0-0.2 s) hold it, frame 3 (0.3 s) is the next.
+    # Frame 0 is the clip's first frame, pixel for pixel; frames 0-2 (0.0-0.2 s) hold it, frame 3 (0.3 s)
+    # is the next.
     first = message_to_array(images[0][1])
     assert np.array_equal(first, first_frame(robot_clip))
     assert np.array_equal(message_to_array(images[2][1]), first)
@@ -70,8 +71,13 @@ def test_shared_clip_as_jpeg_in_sqlite3_keeps_own_frames(shared_media: Path, tmp
     with av.open(str(clip)) as c:
         n_source = sum(1 for _ in c.decode(video=0))
     bag = tmp_path / "jpeg"
-    made = make_bag([clip], bag, MakeOptions(encoding="jpeg", storage="sqlite3", depth="gradient",
-                                              depth_encoding="32FC1", info_topic=""))
+    made = make_bag(
+        [clip],
+        bag,
+        MakeOptions(
+            encoding="jpeg", storage="sqlite3", depth="gradient", depth_encoding="32FC1", info_topic=""
+        ),
+    )
     assert made.frames == n_source
     assert any(p.suffix == ".db3" for p in bag.iterdir())
     topics = read_all(bag)
@@ -89,8 +95,9 @@ def test_shared_clip_as_jpeg_in_sqlite3_keeps_own_frames(shared_media: Path, tmp
     assert depth[0, 0] == pytest.approx(3.0) and depth[-1, 0] == pytest.approx(0.75)
 
 
-def test_image_folder_and_two_sources_follow_each_other(robot_clip: Path, shared_media: Path,
-                                                        tmp_path: Path) -> None:
+def test_image_folder_and_two_sources_follow_each_other(
+    robot_clip: Path, shared_media: Path, tmp_path: Path
+) -> None:
     folder = tmp_path / "frames"
     folder.mkdir()
     src = cv2.imread(str(shared_media / "robot_153.jpg"))
@@ -129,8 +136,9 @@ def test_synthetic_depth_units() -> None:
         (["--depth", "sphere"], "unknown depth 'sphere'"),
     ],
 )
-def test_bad_options_exit_2_without_traceback(robot_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                               args: list[str], needle: str) -> None:
+def test_bad_options_exit_2_without_traceback(
+    robot_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
     out = tmp_path / "bag"
     assert main(["make", str(robot_clip), "-o", str(out), *args]) == 2
     err = capsys.readouterr().err
@@ -158,10 +166,29 @@ def test_existing_output_is_not_overwritten(robot_clip: Path, tmp_path: Path) ->
         make_bag([robot_clip], tmp_path / "taken")
 
 
-def test_cli_make_prints_summary(robot_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_make_prints_summary(
+    robot_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "cli"
-    assert main(["make", str(robot_clip), "-o", str(out), "--rate", "2", "--encoding", "bgr8",
-                 "--topic", "/front/image_raw", "--frame-id", "front"]) == 0
+    assert (
+        main(
+            [
+                "make",
+                str(robot_clip),
+                "-o",
+                str(out),
+                "--rate",
+                "2",
+                "--encoding",
+                "bgr8",
+                "--topic",
+                "/front/image_raw",
+                "--frame-id",
+                "front",
+            ]
+        )
+        == 0
+    )
     assert "13 frames" in capsys.readouterr().out
     msgs = read_all(out)["/front/image_raw"]
     assert msgs[0][1].encoding == "bgr8" and msgs[0][1].header.frame_id == "front"  # type: ignore[attr-defined]
