@@ -1,5 +1,6 @@
 """Helpers of the bag tests. Run as a script it is the receiving ROS process of the play test:
-subscribes raw to topics, notes each message's header stamp and monotonic receive time, and writes them as JSON when done."""
+subscribes raw to topics, notes each message's header stamp and monotonic receive time, and writes them
+as JSON when done."""
 
 from __future__ import annotations
 
