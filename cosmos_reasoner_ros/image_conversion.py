@@ -26,6 +26,7 @@ __all__ = [
     "image_msg_to_array",
     "message_stamp_ns",
     "message_to_array",
+    "serialized_stamp_ns",
 ]
 
 
@@ -259,3 +260,18 @@ def message_to_array(msg: Any, backend: str = "auto") -> np.ndarray:
     if hasattr(msg, "format") and not hasattr(msg, "encoding"):
         return compressed_msg_to_array(msg)
     return image_msg_to_array(msg, backend=backend)
+
+
+_CDR_STAMP = {b"\x00\x01": struct.Struct("<iI"), b"\x00\x00": struct.Struct(">iI")}
+
+
+def serialized_stamp_ns(data: bytes | bytearray | memoryview) -> int:
+    """header.stamp of a serialized (CDR) Image or CompressedImage, without deserializing the pixels.
+
+    Lets a raw subscription decide decimation first and deserialize only the frames it keeps.
+    """
+    layout = _CDR_STAMP.get(bytes(data[:2]))
+    if layout is None or len(data) < 4 + layout.size:
+        raise FrameError("not a plain CDR message with a header (unknown encapsulation or too short)")
+    sec, nanosec = layout.unpack_from(data, 4)
+    return int(sec) * 1_000_000_000 + int(nanosec)

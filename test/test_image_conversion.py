@@ -22,6 +22,7 @@ from cosmos_reasoner_ros.image_conversion import (
     image_msg_to_array,
     message_stamp_ns,
     message_to_array,
+    serialized_stamp_ns,
 )
 
 BAYER_OFFSETS = {"rggb": "RGGB", "bggr": "BGGR", "gbrg": "GBRG", "grbg": "GRBG"}
@@ -415,3 +416,47 @@ def test_cv_bridge_backend_absent_is_a_frame_error(rgb: np.ndarray) -> None:
         pytest.skip("cv_bridge is importable here; this checks the message when it is not")
     with pytest.raises(FrameError, match="cv_bridge is not importable"):
         image_msg_to_array(image_msg(rgb, "rgb8"), backend="cv_bridge")
+
+
+def test_serialized_stamp_without_deserializing(rgb: np.ndarray) -> None:
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_KILTED)
+    types = store.types
+    header = types["std_msgs/msg/Header"](
+        stamp=types["builtin_interfaces/msg/Time"](sec=1_700_000_123, nanosec=456_789), frame_id="cam"
+    )
+    height, width = rgb.shape[:2]
+    image = types["sensor_msgs/msg/Image"](
+        header=header,
+        height=height,
+        width=width,
+        encoding="rgb8",
+        is_bigendian=0,
+        step=width * 3,
+        data=np.frombuffer(rgb.tobytes(), np.uint8),
+    )
+    compressed_msg = types["sensor_msgs/msg/CompressedImage"](
+        header=header, format="jpeg", data=np.frombuffer(b"\xff\xd8", np.uint8)
+    )
+    for msg in (image, compressed_msg):
+        for little in (True, False):
+            raw = bytes(store.serialize_cdr(msg, msg.__msgtype__, little_endian=little))
+            assert serialized_stamp_ns(raw) == 1_700_000_123_000_456_789
+    for bad in (b"", b"\x00\x01\x00", b"\x00\x07\x00\x00" + bytes(8)):
+        with pytest.raises(FrameError, match="CDR"):
+            serialized_stamp_ns(bad)
+
+
+def test_serialized_stamp_of_an_rclpy_message(rgb: np.ndarray) -> None:
+    image_mod = pytest.importorskip("sensor_msgs.msg", reason="needs the ROS 2 sensor_msgs package")
+    serialization = pytest.importorskip("rclpy.serialization", reason="needs rclpy")
+    msg = image_mod.Image()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 42, 999_999_999
+    msg.height, msg.width, msg.encoding, msg.step = 2, 2, "rgb8", 6
+    msg.data = bytes(12)
+    raw = serialization.serialize_message(msg)
+    assert serialized_stamp_ns(raw) == 42_999_999_999
+    np.testing.assert_array_equal(
+        image_msg_to_array(serialization.deserialize_message(raw, image_mod.Image)), np.zeros((2, 2, 3))
+    )
