@@ -13,6 +13,7 @@ import ast
 import json
 import math
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from .errors import ParseError, TruncatedAnswer
 ANSWER_KINDS = ("text", "points", "boxes", "segments", "choice")
 NORM_MAX = 1000.0
 _MAX_JSON_ATTEMPTS = 400  # decode attempts per answer: bounds the work on pathological text
+_MAX_RELAXED_ATTEMPTS = 16  # of which relaxed ones (a Python-level bracket scan each)
 _MAX_RELAXED_CHARS = 20000
 
 _POINT_KEYS = ("point_2d", "point", "points", "point2d", "coordinates", "coords", "position", "xy")
@@ -214,7 +216,7 @@ def _scan(text: str) -> list[Any]:
         if j < 0:
             break
         attempts += 1
-        value, end = _decode_at(decoder, text, j)
+        value, end = _decode_at(decoder, text, j, relaxed=attempts <= _MAX_RELAXED_ATTEMPTS)
         if end > j:
             values.append(value)
             i = end
@@ -230,13 +232,14 @@ def _next_open(text: str, start: int) -> int:
     return min(a, b)
 
 
-def _decode_at(decoder: json.JSONDecoder, text: str, start: int) -> tuple[Any, int]:
+def _decode_at(decoder: json.JSONDecoder, text: str, start: int, relaxed: bool) -> tuple[Any, int]:
     """A JSON value starting at `start`, strictly, else relaxed (trailing commas, Python literals with single
     quotes); (None, start) when there is none."""
     try:
         return decoder.raw_decode(text, start)
     except (ValueError, RecursionError):
-        pass
+        if not relaxed:
+            return None, start
     end = _matching_close(text, start)
     if end < 0 or end - start > _MAX_RELAXED_CHARS:
         return None, start
@@ -246,7 +249,9 @@ def _decode_at(decoder: json.JSONDecoder, text: str, start: int) -> tuple[Any, i
     except (ValueError, RecursionError):
         pass
     try:
-        value = ast.literal_eval(candidate)
+        with warnings.catch_warnings():  # invalid escapes warn, and warnings may be errors in some runs
+            warnings.simplefilter("ignore")
+            value = ast.literal_eval(candidate)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None, start
     return (_from_python(value), end + 1) if isinstance(value, list | dict | tuple) else (None, start)
@@ -329,6 +334,10 @@ def _label(item: dict[str, Any], keys: tuple[str, ...] = _LABEL_KEYS) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def _is_scalar(value: Any) -> bool:
+    return not isinstance(value, list | dict)
+
+
 def _is_number(value: Any) -> bool:
     return _number(value) is not None
 
@@ -372,7 +381,7 @@ def _pairs(value: Any, raw: str) -> list[tuple[Any, Any]]:
         if "x" in lowered and "y" in lowered:
             return [(lowered["x"], lowered["y"])]
     if isinstance(value, list):
-        if len(value) == 2 and all(_is_number(v) for v in value):
+        if len(value) == 2 and all(_is_scalar(v) for v in value):
             return [(value[0], value[1])]
         if value and all(isinstance(v, list | dict) for v in value):
             return [pair for v in value for pair in _pairs(v, raw)]
@@ -414,7 +423,7 @@ def _quads(value: Any, item: dict[str, Any], raw: str) -> list[list[Any]]:
         lowered = {str(k).lower(): v for k, v in value.items()}
         return _quads(None, lowered, raw)
     if isinstance(value, list):
-        if len(value) == 4 and all(_is_number(v) for v in value):
+        if len(value) == 4 and all(_is_scalar(v) for v in value):
             return [value]
         if len(value) == 2 and all(isinstance(v, list) and len(v) == 2 for v in value):
             return [[value[0][0], value[0][1], value[1][0], value[1][1]]]  # [[x1, y1], [x2, y2]]
