@@ -1,0 +1,101 @@
+"""Encode benchmark: an 8 s clip at 4 fps, 640x480, from the real robot clip, written to a file per codec.
+
+Prints the figures as JSON on its last line and writes them to bench/results/encode.json.
+Goal: median <= 40 ms.
+    ./run exec python bench/encode.py [--repeats 15] [--seconds 8] [--fps 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from cosmos_reasoner_ros.clip_buffer import Clip
+from cosmos_reasoner_ros.clip_writer import ClipWriter, h264_available
+from cosmos_reasoner_ros.image_conversion import Frame
+from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIP = ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
+GOAL_MS = 40.0
+
+
+def real_frames(count: int, width: int, height: int) -> list[np.ndarray]:
+    cap = cv2.VideoCapture(str(CLIP))
+    frames = []
+    while True:
+        ok, bgr = cap.read()
+        if not ok:
+            break
+        frames.append(
+            cv2.resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), (width, height), interpolation=cv2.INTER_AREA)
+        )
+    cap.release()
+    if not frames:
+        sys.exit(f"cannot read {CLIP}")
+    return [frames[i % len(frames)] for i in range(count)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--fps", type=float, default=4.0)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--height", type=int, default=480)
+    args = parser.parse_args()
+
+    count = round(args.seconds * args.fps)
+    images = real_frames(count, args.width, args.height)
+    period = round(1e9 / args.fps)
+    frames = tuple(Frame("bench", i * period, img) for i, img in enumerate(images))
+    clip = Clip("bench", frames, frames[0].stamp_ns, frames[-1].stamp_ns, args.fps, args.width, args.height)
+    codecs = ["h264", "mp4v"] if h264_available() else ["mp4v"]
+    results: dict[str, dict[str, float | int]] = {}
+    with tempfile.TemporaryDirectory(prefix="crr-bench-encode-") as tmp:
+        store = MediaStore(Path(tmp) / "media", RetentionPolicy(max_files=4, max_bytes=0, max_age_s=0))
+        for codec in codecs:
+            writer = ClipWriter(store, codec=codec)
+            writer.write_clip(clip)  # warm-up: encoder libraries load on first use
+            times, cpu, sizes = [], [], []
+            for _ in range(args.repeats):
+                cpu_start = time.process_time()
+                ref = writer.write_clip(clip)
+                cpu.append((time.process_time() - cpu_start) * 1000)
+                times.append(ref.encode_s * 1000)
+                sizes.append(ref.size_bytes)
+            results[codec] = {
+                "median_ms": round(statistics.median(times), 1),
+                "median_cpu_ms": round(statistics.median(cpu), 1),
+                "min_ms": round(min(times), 1),
+                "max_ms": round(max(times), 1),
+                "size_bytes": int(statistics.median(sizes)),
+                "frames": count,
+            }
+    summary = {
+        "benchmark": "encode",
+        "clip": f"{args.seconds:g} s at {args.fps:g} fps, {args.width}x{args.height}, {count} frames, file",
+        "repeats": args.repeats,
+        "load_average_1min": round(os.getloadavg()[0], 2),  # other processes on the machine
+        "cpus": os.cpu_count(),
+        "goal_median_ms": GOAL_MS,
+        "codecs": results,
+        "goal_met": {codec: r["median_ms"] <= GOAL_MS for codec, r in results.items()},
+    }
+    out = ROOT / "bench" / "results" / "encode.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
