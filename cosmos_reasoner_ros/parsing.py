@@ -42,6 +42,8 @@ _SECONDS = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*" + _
 _RANGE = re.compile(r"^\s*(\S+(?:\s*" + _UNIT + r")?)\s*(?:-|–|—|to|until)\s*(\S+(?:\s*" + _UNIT + r")?)\s*$")
 _TRAILING_COMMA = re.compile(r",\s*([\]}])")
 _LETTER = r"([A-E])"
+_LONE_LETTER = re.compile(r"(?<![A-Za-z0-9])([A-E])(?![A-Za-z0-9])")
+_ARTICLE = re.compile(r"A\s+[a-z]")
 _CHOICE_PATTERNS = (
     # the whole answer is the letter: "B", "(B)", "B.", "[B]", "**B**"
     re.compile(r"^[\s*_`\"']*[(\[]?" + _LETTER + r"[)\].:]?[\s*_`\"']*$"),
@@ -576,4 +578,15 @@ def parse_choice(answer: str, raw: str = "") -> str:
         match = pattern.search(text)
         if match:
             return next(g for g in match.groups() if g)
+    # Last resort: one distinct standalone capital letter ("I choose B."), where "A" opening a sentence before
+    # a lower-case word is the article.
+    letters = {
+        m.group(1)
+        for m in _LONE_LETTER.finditer(text)
+        if not (
+            _ARTICLE.match(text, m.start()) and (text[: m.start()].rstrip()[-1:] in ("", ".", "!", "?", ":"))
+        )
+    }
+    if len(letters) == 1:
+        return letters.pop()
     raise ParseError(f"no option letter A-E in the answer: {text[:80]!r}", raw=raw or answer)

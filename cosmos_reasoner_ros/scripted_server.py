@@ -44,6 +44,8 @@ class ScriptedReply:
     drop_connection: bool = False  # close the socket without answering
     reasoning: str | None = None  # sent as message.reasoning, like vLLM's --reasoning-parser
     chunks: int = 0  # number of streamed content pieces; 0 = one per word
+    drop_after_chunks: int = 0  # > 0: close the socket after this many streamed text chunks
+    stream_error: str = ""  # sent as an error event in the stream after the text, like vLLM on a failure
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScriptedReply:
@@ -104,6 +106,7 @@ class ScriptedServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # the HTTP headers of each recorded request
         self.health_status = 200  # tests flip it to 503 to exercise readiness waits
+        self.disconnects = 0  # streams the client closed before their end (cancellation reaches the server)
         self._chooser: Callable[[dict[str, Any]], ScriptedReply] | None = None
         self._queue: deque[ScriptedReply] = deque()
         if callable(replies):
@@ -233,7 +236,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, _completion_body(reply, self.scripted.model))
         except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client went away (cancellation): nothing left to do
+            self.close_connection = True  # the client went away (cancellation): count it, nothing left to do
+            with self.scripted._lock:
+                self.scripted.disconnects += 1
 
     def _stream(self, reply: ScriptedReply, include_usage: bool) -> None:
         self.send_response(200)
@@ -242,12 +247,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+        texts = 0
         for event in _stream_events(reply, self.scripted.model, include_usage):
+            if reply.stream_error and not event.get("choices"):
+                break  # the error event replaces the usage chunk
             self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             self.wfile.flush()
+            delta = event["choices"][0]["delta"] if event.get("choices") else {}
+            texts += bool(delta.get("content") or delta.get("reasoning"))
+            if reply.drop_after_chunks and texts >= reply.drop_after_chunks:
+                self._drop()
+                return
             if event.get("choices") and self.scripted.sleep(reply.chunk_delay_s):
                 self._drop()
                 return
+        if reply.stream_error:
+            error = _error_body(500, reply.stream_error)
+            self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 

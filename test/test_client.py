@@ -287,3 +287,30 @@ def test_settings_are_validated() -> None:
         ClientSettings(read_timeout_s=0)
     assert ClientSettings(base_url="http://h:8000/v1/").server_url == "http://h:8000"
     assert ClientSettings(base_url="http://h:8000").server_url == "http://h:8000"
+
+
+def test_connection_lost_mid_stream_is_not_retried() -> None:
+    partial: list[str] = []
+    with ScriptedServer([ScriptedReply(text="a b c d e f", drop_after_chunks=3)]) as server:
+        with pytest.raises(ServerUnavailable):
+            _client(server, max_retries=3).complete(REQUEST, on_text=partial.append)
+        assert len(server.requests) == 1
+    assert partial[-1] == "a b c"
+
+
+def test_error_event_inside_the_stream_is_rejected() -> None:
+    server = ScriptedServer([ScriptedReply(text="a b", stream_error="engine died")])
+    with server, pytest.raises(RequestRejected, match="engine died"):
+        _client(server).complete(REQUEST)
+
+
+def test_cancellation_closes_the_connection_so_the_server_stops() -> None:
+    cancel = threading.Event()
+    long_reply = ScriptedReply(text=" ".join(["word"] * 200), chunk_delay_s=0.05)
+    with ScriptedServer([long_reply]) as server:
+        with pytest.raises(RequestCancelled):
+            _client(server).complete(REQUEST, on_text=lambda _: cancel.set(), cancel=cancel)
+        deadline = time.monotonic() + 3.0
+        while server.disconnects == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.disconnects == 1  # well before the 10 s the whole answer would take

@@ -325,6 +325,9 @@ def test_segment_failures(answer: str, message: str) -> None:
         ("A. Yes, it is plausible.", "A"),
         ('{"answer": "D"}', "D"),
         ('```json\n{"choice": "(B)"}\n```', "B"),
+        ("I choose B.", "B"),
+        ("A ball falls. So: B", "B"),
+        ("It must be D, since the ball falls.", "D"),
     ],
 )
 def test_choice_letters(answer: str, letter: str) -> None:
@@ -335,7 +338,10 @@ def test_choice_letters(answer: str, letter: str) -> None:
     assert parsed.choice == letter
 
 
-@pytest.mark.parametrize("answer", ["A robot picks up the cup.", "Yes", "F", "the answer is b", "{}"])
+@pytest.mark.parametrize(
+    "answer",
+    ["A robot picks up the cup.", "Yes", "F", "the answer is b", "{}", "Either A or B.", "B2 is wrong"],
+)
 def test_choice_failures(answer: str) -> None:
     with pytest.raises(ParseError, match="no option letter"):
         parse_answer(answer, "choice")
