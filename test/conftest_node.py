@@ -1,0 +1,218 @@
+"""Helpers of the node tests and the overhead benchmark: a camera publisher process, synthetic depth.
+
+Run as a script it is the camera process: frames decoded from a video (the robot clip), resized, published as
+rgb8 with fresh stamps, optionally with a synthetic depth image and CameraInfo of the same stamp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SHM_PROFILE = ROOT / "config" / "fastdds_shm.xml"
+FX, FY = 500.0, 480.0  # synthetic intrinsics at 640x480; scaled with the image size
+
+
+def intrinsics_k(width: int, height: int) -> list[float]:
+    sx, sy = width / 640.0, height / 480.0
+    return [FX * sx, 0.0, width / 2.0, 0.0, FY * sy, height / 2.0, 0.0, 0.0, 1.0]
+
+
+def synthetic_depth_m(width: int, height: int) -> np.ndarray:
+    """A slanted plane [m]: depth grows left to right and top to bottom, so a wrong pixel gives a wrong Z."""
+    u = np.arange(width, dtype=np.float32)[None, :]
+    v = np.arange(height, dtype=np.float32)[:, None]
+    return (1.0 + u / width + 0.5 * v / height).astype(np.float32)
+
+
+def decode_frames(video: Path, width: int, height: int) -> list[np.ndarray]:
+    import av
+    import cv2
+
+    with av.open(str(video)) as container:
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    return [cv2.resize(f, (width, height), interpolation=cv2.INTER_AREA) for f in frames]
+
+
+def ros_env(**extra: str) -> dict[str, str]:
+    """The environment of a ROS child process: this session's domain, localhost discovery, SHM profile."""
+    env = dict(os.environ)
+    env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(SHM_PROFILE)
+    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def camera_process(
+    topic: str,
+    width: int,
+    height: int,
+    rate: float = 15.0,
+    video: Path | None = None,
+    depth_topic: str = "",
+    info_topic: str = "",
+    depth_encoding: str = "32FC1",
+    frame_id: str = "camera_optical_frame",
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The camera publisher as a child process for the duration of the block (terminated and reaped after)."""
+    cmd = [
+        sys.executable,
+        str(Path(__file__)),
+        "--topic",
+        topic,
+        "--width",
+        str(width),
+        "--height",
+        str(height),
+        "--rate",
+        str(rate),
+        "--frame-id",
+        frame_id,
+        "--depth-encoding",
+        depth_encoding,
+    ]
+    if video is not None:
+        cmd += ["--video", str(video)]
+    if depth_topic:
+        cmd += ["--depth-topic", depth_topic, "--info-topic", info_topic]
+    proc = subprocess.Popen(cmd, env=ros_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        proc.terminate()  # SIGTERM: the publisher loop stops and the node is destroyed cleanly
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+class Collector:
+    """Thread-safe list of received messages with a wait."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._cv = threading.Condition()
+
+    def __call__(self, msg: Any) -> None:
+        with self._cv:
+            self.items.append(msg)
+            self._cv.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[Any]], Any], timeout_s: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while True:
+                value = predicate(self.items)
+                if value:
+                    return value
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(
+                        f"timed out after {timeout_s} s waiting for {what}; got {len(self.items)}"
+                    )
+                self._cv.wait(min(left, 0.1))
+
+
+def _publish(args: argparse.Namespace) -> int:
+    import rclpy
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import CameraInfo, Image
+
+    video = (
+        Path(args.video) if args.video else ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
+    )
+    frames = decode_frames(video, args.width, args.height)
+    depth_m = synthetic_depth_m(args.width, args.height)
+    depth_data = (
+        np.round(depth_m * 1000).astype(np.uint16).tobytes()
+        if args.depth_encoding == "16UC1"
+        else depth_m.tobytes()
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with rclpy.init():
+        node = rclpy.create_node("test_camera")
+        pub = node.create_publisher(Image, args.topic, qos_profile_sensor_data)
+        depth_pub = (
+            node.create_publisher(Image, args.depth_topic, qos_profile_sensor_data)
+            if args.depth_topic
+            else None
+        )
+        info_pub = node.create_publisher(CameraInfo, args.info_topic, 10) if args.info_topic else None
+        start = time.monotonic()
+        i = 0
+        try:
+            while not stop.is_set() and rclpy.ok():
+                stamp = node.get_clock().now().to_msg()
+                frame = frames[i % len(frames)]
+                msg = Image(height=args.height, width=args.width, encoding="rgb8", step=args.width * 3)
+                msg.header.stamp, msg.header.frame_id = stamp, args.frame_id
+                msg.data = frame.tobytes()
+                pub.publish(msg)
+                if depth_pub is not None and info_pub is not None:
+                    bpp = 2 if args.depth_encoding == "16UC1" else 4
+                    depth = Image(
+                        height=args.height,
+                        width=args.width,
+                        encoding=args.depth_encoding,
+                        step=args.width * bpp,
+                    )
+                    depth.header.stamp, depth.header.frame_id = stamp, args.frame_id
+                    depth.data = depth_data
+                    depth_pub.publish(depth)
+                    info = CameraInfo(
+                        width=args.width, height=args.height, k=intrinsics_k(args.width, args.height)
+                    )
+                    info.header.stamp, info.header.frame_id = stamp, args.frame_id
+                    info_pub.publish(info)
+                i += 1
+                stop.wait(max(0.0, start + i / args.rate - time.monotonic()))
+        except KeyboardInterrupt:
+            pass
+        node.destroy_node()
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description="test camera: video frames (and synthetic depth) on ROS topics"
+    )
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--height", type=int, default=480)
+    parser.add_argument("--rate", type=float, default=15.0)
+    parser.add_argument("--video", default="")
+    parser.add_argument("--frame-id", default="camera_optical_frame")
+    parser.add_argument("--depth-topic", default="")
+    parser.add_argument("--info-topic", default="")
+    parser.add_argument("--depth-encoding", default="32FC1", choices=["32FC1", "16UC1"])
+    return _publish(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

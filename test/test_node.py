@@ -1,0 +1,467 @@
+"""reasoner_node over real DDS: a camera process streams the robot clip, the scripted server answers.
+
+The node runs in this process with its own executor thread (a probe node beside it calls the service and the
+action and records what is published); the camera is a separate process using the shared-memory profile.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest_node import (
+    SHM_PROFILE,
+    Collector,
+    camera_process,
+    intrinsics_k,
+    ros_env,
+    synthetic_depth_m,
+    wait_until,
+)
+
+os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
+
+rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
+from action_msgs.msg import GoalStatus  # noqa: E402
+from cosmos_reasoner_ros.action import Reason  # noqa: E402
+from cosmos_reasoner_ros.msg import ReasonerResult  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from nav_msgs.msg import Path as PathMsg  # noqa: E402
+from rclpy.action import ActionClient  # noqa: E402
+from rclpy.context import Context  # noqa: E402
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+from visualization_msgs.msg import MarkerArray  # noqa: E402
+
+from cosmos_reasoner_ros.node import ConfigError, ReasonerNode  # noqa: E402
+from cosmos_reasoner_ros.projection import Intrinsics, back_project  # noqa: E402
+from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+W, H = 640, 480
+TRAJECTORY_TEXT = (
+    "<think>\nThe gripper should move to the cup, then lift it.\n</think>\n\n```json\n"
+    '[{"point_2d": [500, 250], "label": "gripper trajectory"}, '
+    '{"point_2d": [600, 400], "label": "gripper trajectory"}, '
+    '{"point_2d": [750, 800], "label": "gripper trajectory"}]\n```'
+)
+BOXES_TEXT = '```json\n[{"bbox_2d": [100, 200, 300, 600], "label": "cup"}]\n```'
+LATCHED = QoSProfile(
+    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Harness:
+    """reasoner_node + a probe node on a MultiThreadedExecutor in a background thread, private context."""
+
+    def __init__(self, params: dict[str, Any], camera: str = "front") -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        overrides = [Parameter(k, value=v) for k, v in params.items()]
+        self.node = ReasonerNode(parameter_overrides=overrides, context=self.context)
+        self.probe = rclpy.create_node("probe", context=self.context)
+        self.results = Collector()
+        self.next_actions = Collector()
+        self.annotated = Collector()
+        self.paths = Collector()
+        self.markers = Collector()
+        self.diagnostics = Collector()
+        reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+        self.probe.create_subscription(ReasonerResult, "/reasoner_node/result", self.results, reliable)
+        self.probe.create_subscription(String, "/reasoner_node/next_action", self.next_actions, reliable)
+        self.probe.create_subscription(Image, "/reasoner_node/annotated_image", self.annotated, LATCHED)
+        self.probe.create_subscription(PathMsg, "/reasoner_node/trajectory", self.paths, reliable)
+        self.probe.create_subscription(MarkerArray, "/reasoner_node/markers", self.markers, reliable)
+        self.probe.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics, 10)
+        self.trigger = self.probe.create_client(Trigger, "/reasoner_node/trigger")
+        self.action = ActionClient(self.probe, Reason, "/reasoner_node/reason")
+        self.instruction_pub = self.probe.create_publisher(String, "/reasoner_node/instruction", reliable)
+        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.executor.add_node(self.node)
+        self.executor.add_node(self.probe)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        self.camera = camera
+        self.closed = False
+
+    def frames_buffered(self) -> int:
+        return self.node.buffers[self.camera].stats().added
+
+    def frames_received(self) -> int:
+        return self.node._stats[self.camera].received
+
+    def wait_frames(self, n: int, timeout_s: float = 30.0) -> None:
+        wait_until(lambda: self.frames_buffered() >= n, timeout_s, f"{n} buffered frames")
+
+    def call_trigger(self) -> Trigger.Response:
+        assert self.trigger.wait_for_service(timeout_sec=20.0)
+        future = self.trigger.call_async(Trigger.Request())
+        return wait_until(lambda: future.result() if future.done() else None, 20.0, "the trigger response")
+
+    def result_for(self, request_id: str, timeout_s: float = 30.0) -> ReasonerResult:
+        return self.results.wait_for(
+            lambda items: next((r for r in items if r.request_id == request_id), None), timeout_s, request_id
+        )
+
+    def results_for(self, request_id: str) -> list[ReasonerResult]:
+        return [r for r in list(self.results.items) if r.request_id == request_id]
+
+    def send_goal(self, goal: Reason.Goal, feedback: list[Any]) -> Any:
+        assert self.action.wait_for_server(timeout_sec=20.0)
+        future = self.action.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback))
+        handle = wait_until(lambda: future.result() if future.done() else None, 20.0, "goal acceptance")
+        assert handle.accepted
+        return handle
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.node.destroy_node()
+        self.action.destroy()
+        self.probe.destroy_node()
+        self.executor.shutdown()
+        rclpy.shutdown(context=self.context)
+        self.thread.join(10)
+
+
+def base_params(server_url: str, media_dir: Path, **extra: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "cameras": ["front"],
+        "camera.front.topic": "/test_cam/image_raw",
+        "camera.front.frame_id": "front_optical",
+        "server_url": server_url,
+        "media_dir": str(media_dir),
+        "clip_seconds": 2.0,
+        "sample_fps": 4.0,
+        "max_long_side": 640,
+        "request_timeout_s": 10.0,
+        "max_retries": 0,
+        "health_period_s": 0.5,
+        "task": "trajectory",
+        "instruction": "pick up the cup",
+    }
+    params.update(extra)
+    return params
+
+
+@pytest.fixture
+def harness_factory() -> Iterator[Any]:
+    made: list[Harness] = []
+
+    def make(params: dict[str, Any]) -> Harness:
+        h = Harness(params)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def assert_px(points: Any, expected_norm: list[tuple[float, float]], width: int, height: int) -> None:
+    got = [(p.x, p.y) for p in points]
+    want = [(x / 1000 * width, y / 1000 * height) for x, y in expected_norm]
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_service_and_action_publish_trajectories_and_boxes_in_camera_pixels(
+    tmp_path: Path, harness_factory: Any
+) -> None:
+    def reply(body: dict[str, Any]) -> ScriptedReply:
+        text = json.dumps(body)
+        return ScriptedReply(text=BOXES_TEXT if "bounding box" in text else TRAJECTORY_TEXT)
+
+    with ScriptedServer(reply) as server, camera_process("/test_cam/image_raw", W, H):
+        h = harness_factory(base_params(server.base_url, tmp_path / "media"))
+        h.wait_frames(3)
+
+        response = h.call_trigger()
+        assert response.success and response.message
+        result = h.result_for(response.message)
+        assert result.success, (result.error_kind, result.error)
+        assert result.task == "trajectory" and result.instruction == "pick up the cup"
+        assert result.header.frame_id == "front_optical" and result.cameras == ["front"]
+        assert result.model == "scripted" and result.reasoning.startswith("The gripper")
+        assert len(result.trajectories) == 1
+        t = result.trajectories[0]
+        assert (t.camera, t.image_width, t.image_height, t.label) == ("front", W, H, "gripper trajectory")
+        assert_px(t.points_px, [(500, 250), (600, 400), (750, 800)], W, H)
+        assert [(p.x, p.y) for p in t.points_norm] == [(500, 250), (600, 400), (750, 800)]
+        assert result.clip_frames >= 1 and result.clip_uris[0].startswith("file://")
+        sent = server.requests[-1]
+        parts = sent["messages"][-1]["content"]
+        assert parts[0]["type"] == "image_url" and "pick up the cup" in parts[-1]["text"]
+
+        image = h.annotated.wait_for(lambda items: items[-1] if items else None, 10.0, "annotated image")
+        assert (image.width, image.height, image.encoding) == (W, H, "rgb8")
+        assert image.header.frame_id == "front_optical"
+        h.next_actions.wait_for(lambda items: items, 10.0, "next_action")
+
+        feedback: list[Any] = []
+        goal = Reason.Goal(task="grounding_2d", instruction="the cup")
+        handle = h.send_goal(goal, feedback)
+        res_future = handle.get_result_async()
+        res = wait_until(lambda: res_future.result() if res_future.done() else None, 30.0, "goal result")
+        assert res.status == GoalStatus.STATUS_SUCCEEDED
+        boxes = res.result.result.boxes
+        assert len(boxes) == 1 and boxes[0].label == "cup"
+        b = boxes[0]
+        assert (b.image_width, b.image_height) == (W, H)
+        np.testing.assert_allclose([b.x1_px, b.y1_px, b.x2_px, b.y2_px], [64.0, 96.0, 192.0, 288.0])
+        published = h.result_for(res.result.result.request_id)
+        assert published.boxes[0].x2_px == pytest.approx(192.0)
+        assert "the cup" in json.dumps(server.requests[-1])
+
+
+def test_action_feedback_in_stage_order_and_cancel(tmp_path: Path, harness_factory: Any) -> None:
+    slow = ScriptedReply(text="<think>\n" + "thinking " * 60 + "\n</think>\n\nmove left", chunk_delay_s=0.05)
+    with ScriptedServer(default=slow) as server, camera_process("/test_cam/image_raw", W, H):
+        h = harness_factory(base_params(server.base_url, tmp_path / "media", task="next_action"))
+        h.wait_frames(3)
+
+        feedback: list[Any] = []
+        handle = h.send_goal(Reason.Goal(), feedback)
+        res_future = handle.get_result_async()
+        res = wait_until(lambda: res_future.result() if res_future.done() else None, 60.0, "goal result")
+        assert res.status == GoalStatus.STATUS_SUCCEEDED
+        assert res.result.result.answer == "move left"
+        stages = [f.stage for f in feedback]
+        assert stages == sorted(stages), stages
+        names = list(dict.fromkeys(f.stage_name for f in feedback))
+        assert names == ["capturing", "encoding", "waiting_for_server", "querying", "streaming"]
+        streamed = [f.partial_text for f in feedback if f.stage_name == "streaming"]
+        assert len(streamed) >= 2 and all(b.startswith(a) for a, b in itertools.pairwise(streamed))
+        elapsed = [f.elapsed_s for f in feedback]
+        assert elapsed == sorted(elapsed) and elapsed[-1] > 0
+
+        # Cancel while the answer streams: the goal ends canceled with a cancelled result, published once.
+        feedback = []
+        handle = h.send_goal(Reason.Goal(), feedback)
+        wait_until(lambda: any(f.stage_name == "streaming" for f in feedback), 30.0, "streaming feedback")
+        cancel_future = handle.cancel_goal_async()
+        wait_until(lambda: cancel_future.done(), 10.0, "cancel response")
+        res_future = handle.get_result_async()
+        res = wait_until(lambda: res_future.result() if res_future.done() else None, 10.0, "cancelled result")
+        assert res.status == GoalStatus.STATUS_CANCELED
+        assert res.result.result.error_kind == "cancelled" and not res.result.result.success
+        request_id = res.result.result.request_id
+        h.result_for(request_id)
+        time.sleep(0.5)
+        assert len(h.results_for(request_id)) == 1
+
+
+def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory: Any) -> None:
+    params = base_params(
+        "",
+        tmp_path / "media",
+        **{"camera.front.depth_topic": "/test_cam/depth", "camera.front.camera_info_topic": "/test_cam/info"},
+    )
+    with (
+        ScriptedServer(default=ScriptedReply(text=TRAJECTORY_TEXT)) as server,
+        camera_process(
+            "/test_cam/image_raw",
+            W,
+            H,
+            depth_topic="/test_cam/depth",
+            info_topic="/test_cam/info",
+            depth_encoding="16UC1",
+        ),
+    ):
+        params["server_url"] = server.base_url
+        h = harness_factory(params)
+        h.wait_frames(3)
+        wait_until(lambda: h.node._depth["front"].info is not None, 20.0, "camera info")
+        response = h.call_trigger()
+        result = h.result_for(response.message)
+        assert result.success, result.error
+        path = h.paths.wait_for(lambda items: items[-1] if items else None, 10.0, "3D path")
+        assert path.header.frame_id == "front_optical"
+        got = [(p.pose.position.x, p.pose.position.y, p.pose.position.z) for p in path.poses]
+        # Analytic: pixel = norm/1000 * size, Z from the synthetic plane (stored in mm), pinhole with K.
+        depth_mm = np.round(synthetic_depth_m(W, H) * 1000).astype(np.uint16)
+        k = intrinsics_k(W, H)
+        fx, fy, cx, cy = k[0], k[4], k[2], k[5]
+        want = []
+        for xn, yn in [(500, 250), (600, 400), (750, 800)]:
+            u, v = xn / 1000 * W, yn / 1000 * H
+            z = depth_mm[int(v), int(u)] / 1000.0
+            want.append(((u - cx) * z / fx, (v - cy) * z / fy, z))
+        np.testing.assert_allclose(got, want, atol=1e-5)
+        # The module under test agrees with the analytic numbers too.
+        same = back_project(
+            [(w[0], w[1]) for w in [(320.0, 120.0)]], (W, H), depth_mm, Intrinsics.from_k(k, W, H)
+        )
+        assert same.dropped == 0
+        markers = h.markers.wait_for(lambda items: items[-1] if items else None, 10.0, "markers")
+        strips = [m for m in markers.markers if m.type == m.LINE_STRIP]
+        assert len(strips) == 1 and len(strips[0].points) == 3
+        assert strips[0].header.frame_id == "front_optical"
+
+
+def test_server_down_then_slow_frames_keep_flowing_one_result_each(
+    tmp_path: Path, harness_factory: Any
+) -> None:
+    port = free_port()  # nothing listens here
+    params = base_params(
+        f"http://127.0.0.1:{port}/v1",
+        tmp_path / "media",
+        task="next_action",
+        request_timeout_s=1.0,
+        connect_timeout_s=0.5,
+    )
+    with camera_process("/test_cam/image_raw", W, H):
+        h = harness_factory(params)
+        h.wait_frames(3)
+        before = h.frames_received()
+        ids = [h.call_trigger().message for _ in range(3)]  # the 2nd and 3rd may find the first in flight
+        results = [h.result_for(i) for i in ids]
+        kinds = [r.error_kind for r in results]
+        assert kinds[0] == "server_unavailable" and set(kinds) <= {"server_unavailable", "busy"}, kinds
+        assert all(not r.success and r.error for r in results)
+        wait_until(lambda: h.frames_received() > before + 5, 10.0, "frames after the failed requests")
+
+        def server_status(items: list[DiagnosticArray]) -> Any:
+            for arr in reversed(items):
+                for s in arr.status:
+                    if s.name.endswith("server") and s.level == s.ERROR:
+                        return s
+            return None
+
+        status = h.diagnostics.wait_for(server_status, 10.0, "diagnostics saying the server is down")
+        assert "unreachable" in status.message
+        req = h.diagnostics.wait_for(
+            lambda items: next(
+                (
+                    s
+                    for a in reversed(items)
+                    for s in a.status
+                    if s.name.endswith("requests") and "server_unavailable" in s.message
+                ),
+                None,
+            ),
+            10.0,
+            "request diagnostics",
+        )
+        values = {kv.key: kv.value for kv in req.values}
+        assert int(values["failed_server_unavailable"]) >= 1
+        h.close()  # one reasoner_node at a time: the next one has the same service names
+
+    # Slow server: the request times out while image callbacks keep running.
+    with (
+        ScriptedServer(default=ScriptedReply(text="late", delay_s=8.0)) as server,
+        camera_process("/test_cam/image_raw", W, H),
+    ):
+        params = base_params(server.base_url, tmp_path / "media2", task="next_action", request_timeout_s=3.0)
+        h = harness_factory(params)
+        h.wait_frames(3)
+        rid = h.call_trigger().message
+        busy = h.call_trigger()  # in flight: rejected at once with its own result
+        assert not busy.success
+        assert h.result_for(busy.message, 5.0).error_kind == "busy"
+        during = h.frames_received()
+        wait_until(lambda: h.frames_received() > during + 5, 10.0, "frames while the request is in flight")
+        assert not h.results_for(rid), "the slow request should still be in flight"
+        result = h.result_for(rid, 30.0)
+        assert result.error_kind == "timeout", (result.error_kind, result.error)
+        time.sleep(0.5)
+        assert len(h.results_for(rid)) == 1 and len(h.results_for(busy.message)) == 1
+        req = h.node.diagnostics().status[1]
+        assert {kv.key: kv.value for kv in req.values}["failed_timeout"] == "1" and "timeout" in req.message
+
+
+def test_replace_policy_and_instruction_topic(tmp_path: Path, harness_factory: Any) -> None:
+    with (
+        ScriptedServer(default=ScriptedReply(text=TRAJECTORY_TEXT, delay_s=1.0)) as server,
+        camera_process("/test_cam/image_raw", W, H),
+    ):
+        h = harness_factory(base_params(server.base_url, tmp_path / "media", busy_policy="replace"))
+        h.wait_frames(3)
+        wait_until(lambda: h.instruction_pub.get_subscription_count() > 0, 10.0, "instruction subscriber")
+        h.instruction_pub.publish(String(data="open the drawer"))
+        wait_until(lambda: h.node._instruction == "open the drawer", 10.0, "instruction set")
+        first, second, third = (h.call_trigger().message for _ in range(3))
+        assert h.result_for(second).error_kind == "busy"  # displaced by the third while queued
+        r1, r3 = h.result_for(first), h.result_for(third, 30.0)
+        assert r1.success and r3.success and r3.instruction == "open the drawer"
+        assert "open the drawer" in json.dumps(server.requests[-1])
+
+
+def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -> None:
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        overrides = [
+            Parameter("busy_policy", value="sometimes"),
+            Parameter("clip_seconds", value=-1.0),
+            Parameter("camera.camera.depth_topic", value="/depth"),
+        ]
+        with pytest.raises(ConfigError) as err:
+            ReasonerNode(parameter_overrides=overrides, context=context)
+        text = str(err.value)
+        assert "busy_policy" in text and "clip_seconds" in text and "camera_info_topic" in text
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "cosmos_reasoner_ros.node",
+        "--ros-args",
+        "-p",
+        f"media_dir:={tmp_path}",
+        "-p",
+        "server_url:=http://127.0.0.1:9/v1",
+        "-p",
+        "diagnostics_period_s:=0.2",
+    ]
+    proc = subprocess.Popen(cmd, env=ros_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        context = Context()
+        rclpy.init(context=context)
+        probe = rclpy.create_node("probe_main", context=context)
+        seen = Collector()
+        probe.create_subscription(DiagnosticArray, "/diagnostics", seen, 10)
+        executor = rclpy.executors.SingleThreadedExecutor(context=context)
+        executor.add_node(probe)
+        deadline = time.monotonic() + 30
+        while not seen.items and time.monotonic() < deadline and proc.poll() is None:
+            executor.spin_once(timeout_sec=0.1)
+        executor.shutdown()
+        probe.destroy_node()
+        rclpy.shutdown(context=context)
+        assert seen.items, "the node published no diagnostics"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
