@@ -177,6 +177,9 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 class _Handler(BaseHTTPRequestHandler):
     scripted: ScriptedServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle plus delayed ACKs add 40 ms to
+    # every keep-alive answer.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
