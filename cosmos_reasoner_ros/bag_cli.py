@@ -76,7 +76,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         "--task",
         action="append",
         default=[],
-        metavar="NAME[:INSTRUCTION]",
+        metavar="NAME[:INSTRUCTION[|STEP]]",
         help="task to trigger (repeatable; default next_action)",
     )
     p.add_argument("--period", type=float, default=2.0, help="[s of bag time] trigger period")

@@ -43,14 +43,16 @@ def default_params_file() -> Path | None:
 class TaskSpec:
     task: str
     instruction: str = ""
+    step: str = ""  # the current step, for tasks that take one (assisted_next_action)
 
     @classmethod
     def parse(cls, text: str) -> TaskSpec:
-        """`name` or `name:instruction`."""
-        name, _, instruction = text.partition(":")
+        """`name`, `name:instruction` or `name:instruction|step`."""
+        name, _, rest = text.partition(":")
+        instruction, _, step = rest.partition("|")
         if not name.strip():
             raise BagError(f"task {text!r} has no name")
-        return cls(name.strip(), instruction.strip())
+        return cls(name.strip(), instruction.strip(), step.strip())
 
 
 @dataclass(frozen=True)
@@ -330,7 +332,9 @@ class _Goals:
         pending = _Pending(spec, trigger_s)
         with self._lock:
             self.items.append(pending)
-        future = self.client.send_goal_async(Reason.Goal(task=spec.task, instruction=spec.instruction))
+        future = self.client.send_goal_async(
+            Reason.Goal(task=spec.task, instruction=spec.instruction, step=spec.step)
+        )
 
         def on_goal(f: Any) -> None:
             handle = f.result()

@@ -1,0 +1,269 @@
+"""bag_evaluate: a bag of the robot clip replayed into reasoner_node (a child process) against the scripted
+server gives one result line per trigger, annotated frames and an HTML page whose images exist; the report
+from recorded results; bad input exits with 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import cv2
+import numpy as np
+import pytest
+
+from cosmos_reasoner_ros.bag_cli import main
+from cosmos_reasoner_ros.bag_evaluate import FrameIndex, TaskSpec, evaluate_recorded, trigger_times
+from cosmos_reasoner_ros.bag_io import open_writer, typestore
+from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
+from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+POINTS = (
+    '```json\n[{"point_2d": [250, 500], "label": "gripper"},\n'
+    ' {"point_2d": [750, 500], "label": "gripper"}]\n```'
+)
+
+
+@pytest.fixture(scope="module")
+def robot_bag(robot_clip: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    bag = tmp_path_factory.mktemp("evaluate") / "robot"
+    make_bag([robot_clip], bag, MakeOptions(rate_hz=10.0, max_long_side=320))
+    return bag  # 65 frames 320x237 over 6.4 s
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    parts = body["messages"][-1]["content"]
+    return " ".join(p.get("text", "") for p in parts if isinstance(p, dict))
+
+
+def reply_for(body: dict[str, Any]) -> ScriptedReply:
+    text = prompt_text(body)
+    if "2D trajectory" in text:
+        return ScriptedReply(text=f"<think>\nfollow the bottle\n</think>\n\n{POINTS}", chunk_delay_s=0.005)
+    if "overall task" in text:
+        return ScriptedReply(status=400, error_message="scripted rejection")
+    return ScriptedReply(
+        text="<think>\nlooking\n</think>\n\nMove the gripper <left> & down.", chunk_delay_s=0.005
+    )
+
+
+class _Srcs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.srcs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "img":
+            self.srcs.append(dict(attrs)["src"] or "")
+
+
+def image_srcs(index: Path) -> list[str]:
+    parser = _Srcs()
+    parser.feed(index.read_text())
+    return parser.srcs
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_live_evaluation_against_the_scripted_server(robot_bag: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    with ScriptedServer(reply_for) as server:
+        rc = main(
+            [
+                "evaluate",
+                str(robot_bag),
+                "-o",
+                str(out),
+                "--server-url",
+                server.base_url,
+                "--at",
+                "2.0,4.5",
+                "--task",
+                "next_action",
+                "--task",
+                "trajectory:pick up the bottle",
+                "--task",
+                "assisted_next_action:pack the box|put the bottle in",
+                "--no-progress",
+                "--timeout",
+                "60",
+                "-p",
+                "max_retries:=0",
+            ]
+        )
+        requests = list(server.requests)
+    assert rc == 0, (out / "node.log").read_text()[-3000:]
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 6 == len(requests)  # 2 trigger times x 3 tasks, every one answered once
+    records = [json.loads(line) for line in lines]
+    assert [(r["trigger_s"], r["task"]) for r in records] == [
+        (t, task) for t in (2.0, 4.5) for task in ("next_action", "trajectory", "assisted_next_action")
+    ]
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_task.setdefault(r["task"], []).append(r)
+    for r in by_task["next_action"]:
+        assert (
+            r["success"] and r["answer"] == "Move the gripper <left> & down." and r["reasoning"] == "looking"
+        )
+        assert r["latency_s"] > 0 and r["ttft_s"] > 0 and r["model"] == "scripted"
+    for r in by_task["trajectory"]:
+        assert r["success"] and r["instruction"] == "pick up the bottle"
+        assert r["trajectories"][0]["points_norm"] == [[250.0, 500.0], [750.0, 500.0]]
+    for r in by_task["assisted_next_action"]:
+        assert not r["success"] and r["error_kind"] == "rejected" and "scripted rejection" in r["error"]
+    # The clip of each request ends at the newest frame before its trigger (the node samples at 4 fps).
+    start = 1_700_000_000_000_000_000
+    for r in records:
+        assert start + (r["trigger_s"] - 0.5) * 1e9 <= r["clip_end_ns"] <= start + r["trigger_s"] * 1e9
+    # Every record has a frame; the HTML references exactly those files (plus the plots) and they exist.
+    srcs = image_srcs(out / "index.html")
+    assert sorted(unquote(s) for s in srcs if s.startswith("images/")) == sorted(r["image"] for r in records)
+    assert all((out / unquote(s)).is_file() for s in srcs)
+    assert {Path(s).name for s in srcs if s.startswith("plots/")} == {
+        "latency.png",
+        "ttft.png",
+        "outcomes.png",
+    }
+    assert "Move the gripper &lt;left&gt; &amp; down." in (out / "index.html").read_text()
+    # The trajectory is drawn: at its first point (250/1000 of the width, the middle row) the annotated frame
+    # differs from the bag's frame.
+    frames = FrameIndex(robot_bag)
+    try:
+        raw = frames.frame(by_task["trajectory"][0]["clip_end_ns"])
+    finally:
+        frames.close()
+    assert raw is not None
+    drawn = cv2.cvtColor(cv2.imread(str(out / by_task["trajectory"][0]["image"])), cv2.COLOR_BGR2RGB)
+    h, w = raw.shape[:2]
+    y, x = h // 2, round(w * 0.25)
+    assert (
+        np.abs(drawn[y - 2 : y + 3, x - 2 : x + 3].astype(int) - raw[y - 2 : y + 3, x - 2 : x + 3]).mean()
+        > 40
+    )
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_period_triggers_and_pause_while_waiting(robot_bag: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    slow = ScriptedReply(text="<think>\nhm\n</think>\n\nwait", delay_s=1.5)
+    with ScriptedServer(default=slow) as server:
+        rc = main(
+            [
+                "evaluate",
+                str(robot_bag),
+                "-o",
+                str(out),
+                "--server-url",
+                server.base_url,
+                "--period",
+                "1.5",
+                "--rate",
+                "2",
+                "--wait",
+                "--no-progress",
+                "--timeout",
+                "60",
+            ]
+        )
+    assert rc == 0
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    # 6.4 s at a 1.5 s period: 1.5, 3.0, 4.5, 6.0. With --wait none is rejected as busy despite 1.5 s answers
+    # at double speed.
+    assert [r["trigger_s"] for r in records] == [1.5, 3.0, 4.5, 6.0]
+    assert all(r["success"] for r in records), [r["error"] for r in records]
+
+
+def write_results_bag(path: Path, texts: list[str], clip_end_ns: list[int]) -> None:
+    from interface_samples import sample_result
+    from rclpy.serialization import serialize_message
+
+    from cosmos_reasoner_ros.ros_conversion import ns_to_time
+
+    writer = open_writer(path)
+    conn = writer.add_connection(
+        "/reasoner_node/result", "cosmos_reasoner_ros/msg/ReasonerResult", typestore=typestore()
+    )
+    for i, (text, end) in enumerate(zip(texts, clip_end_ns, strict=True)):
+        msg = sample_result(text)
+        msg.clip_end = ns_to_time(end)
+        msg.success = i != 1
+        msg.error_kind = "" if i != 1 else "timeout"
+        writer.write(conn, 1_800_000_000_000_000_000 + i * 1_000_000_000, serialize_message(msg))
+    writer.close()
+
+
+@pytest.mark.ros
+def test_report_from_recorded_results(
+    robot_bag: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "recorded"
+    ends = [1_700_000_001_000_000_000, 1_700_000_003_000_000_000, 1_700_000_005_000_000_000]
+    write_results_bag(results, ["a <b>", "b", "c"], ends)
+    out = tmp_path / "report"
+    assert (
+        main(["evaluate", str(robot_bag), "--results", str(results), "-o", str(out), "--image-format", "png"])
+        == 0
+    )
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["answer"] for r in records] == ["a <b>", "b", "c"]
+    assert [r["trigger_s"] for r in records] == [0.0, 1.0, 2.0]
+    assert [r["success"] for r in records] == [True, False, True] and records[1]["error_kind"] == "timeout"
+    assert records[0]["trajectories"][0]["points_norm"] == [[500.0, 250.0], [100.0, 100.0]]
+    assert records[0]["boxes"][0]["norm"] == [100.0, 100.0, 200.0, 200.0]
+    assert all(r["image"].endswith(".png") and (out / r["image"]).is_file() for r in records)
+    assert cv2.imread(str(out / records[0]["image"])).shape == (237, 320, 3)
+    # Without a camera bag there are no frames, but the page and lines are still written.
+    assert evaluate_recorded(results, tmp_path / "bare").index.is_file()
+    assert "no frame" in (tmp_path / "bare" / "index.html").read_text()
+
+
+def test_trigger_times_and_task_specs() -> None:
+    assert trigger_times(6.4, 2.0) == [2.0, 4.0, 6.0]
+    assert trigger_times(6.4, 0.0, (3.0, 1.0)) == [1.0, 3.0]
+    with pytest.raises(BagError, match="outside the bag"):
+        trigger_times(6.4, 2.0, (7.0,))
+    with pytest.raises(BagError):
+        trigger_times(6.4, 0.0)
+    assert TaskSpec.parse("trajectory: pick up: the cup") == TaskSpec("trajectory", "pick up: the cup")
+    assert TaskSpec.parse("assisted_next_action:pack|open the lid") == TaskSpec(
+        "assisted_next_action", "pack", "open the lid"
+    )
+    with pytest.raises(BagError):
+        TaskSpec.parse(":x")
+
+
+def test_bad_input_exits_2(robot_bag: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A bag without images, checked before any node starts.
+    info_only = tmp_path / "info_only"
+    writer = open_writer(info_only)
+    writer.add_connection("/camera/camera_info", "sensor_msgs/msg/CameraInfo", typestore=typestore())
+    writer.close()
+    assert main(["evaluate", str(info_only), "-o", str(tmp_path / "r1")]) == 2
+    err = capsys.readouterr().err
+    assert "has no image topic" in err and "Traceback" not in err
+    assert main(["evaluate", str(robot_bag), "-o", str(tmp_path / "r2"), "--image-topic", "/nope"]) == 2
+    assert "has no topic /nope" in capsys.readouterr().err
+    assert main(["evaluate", str(robot_bag), "-o", str(tmp_path / "r3"), "--results", str(robot_bag)]) == 2
+    assert "no ReasonerResult topic" in capsys.readouterr().err
+    assert main(["evaluate", "-o", str(tmp_path / "r4")]) == 2
+    assert "needs a bag" in capsys.readouterr().err
+
+
+@pytest.mark.ros
+def test_trigger_outside_the_bag_exits_2(
+    robot_bag: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["evaluate", str(robot_bag), "-o", str(tmp_path / "r"), "--at", "1,100", "--no-progress"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "lie outside the bag" in err and "Traceback" not in err
+    assert not (tmp_path / "r" / "node.log").exists()  # no node was started
