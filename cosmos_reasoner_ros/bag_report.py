@@ -219,7 +219,8 @@ def _card(n: int, r: ResultRecord) -> str:
 STYLE = """body{font-family:sans-serif;margin:1.5em;background:#fafafa}
 .card{display:flex;gap:1em;background:#fff;border:1px solid #ddd;margin:1em 0;padding:.8em}
 .frame img{max-width:480px;height:auto}.text{flex:1;min-width:0}pre{white-space:pre-wrap}
-.ok{color:#2a7a2a;font-weight:bold}.err{color:#b22;font-weight:bold}.plots img{height:280px;width:auto;max-width:100%}
+.ok{color:#2a7a2a;font-weight:bold}.err{color:#b22;font-weight:bold}
+.plots img{height:280px;width:auto;max-width:100%}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}"""
 
 
