@@ -142,8 +142,8 @@ class ReasonerClient:
     ) -> Completion:
         """Send one chat request. on_text gets the accumulated partial text (streaming only), in the caller's
         thread; setting `cancel` makes this return RequestCancelled within a few tens of milliseconds."""
+        model = self.model_id()  # before the clock starts: latency and TTFT are the request's own
         start = time.monotonic()
-        model = self.model_id()
         attempts = 0
 
         def attempt(number: int) -> Completion:

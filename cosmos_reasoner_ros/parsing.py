@@ -12,10 +12,11 @@ from __future__ import annotations
 import ast
 import json
 import math
+import operator
 import re
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import ParseError, TruncatedAnswer
@@ -165,17 +166,13 @@ def parse_answer(
     if answer_kind == "text":
         return result
     if answer_kind == "choice":
-        return _replace(result, choice=parse_choice(answer, raw=text))
+        return replace(result, choice=parse_choice(answer, raw=text))
     values = json_values(answer)
     if answer_kind == "points":
-        return _replace(result, trajectories=_trajectories(values, size, text))
+        return replace(result, trajectories=_trajectories(values, size, text))
     if answer_kind == "boxes":
-        return _replace(result, boxes=_boxes(values, size, text))
-    return _replace(result, segments=_segments(values, answer, text))
-
-
-def _replace(result: ParsedAnswer, **changes: Any) -> ParsedAnswer:
-    return ParsedAnswer(**{**result.__dict__, **changes})
+        return replace(result, boxes=_boxes(values, size, text))
+    return replace(result, segments=_segments(values, answer, text))
 
 
 def _image_size(width: int | None, height: int | None, raw: str) -> tuple[int, int] | None:
@@ -183,16 +180,15 @@ def _image_size(width: int | None, height: int | None, raw: str) -> tuple[int, i
         return None
     if width is None or height is None:
         raise ParseError("width and height go together: give both or neither", raw=raw)
-    if (
-        isinstance(width, bool)
-        or isinstance(height, bool)
-        or not isinstance(width, int)
-        or not isinstance(height, int)
-        or width < 1
-        or height < 1
-    ):
+    try:  # any integer type (numpy's too), not bool, not float
+        if isinstance(width, bool) or isinstance(height, bool):
+            raise TypeError("bool")
+        size = operator.index(width), operator.index(height)
+    except TypeError:
+        size = (0, 0)
+    if min(size) < 1:
         raise ParseError(f"image size must be positive integers, got {width!r} x {height!r}", raw=raw)
-    return width, height
+    return size
 
 
 # ---- JSON in free text ---

@@ -108,6 +108,16 @@ def test_bad_arguments_are_parse_errors() -> None:
         parse_answer("[1, 2]", "points", width=100)
     with pytest.raises(ParseError, match="positive"):
         parse_answer("[1, 2]", "points", width=0, height=10)
+    with pytest.raises(ParseError, match="positive"):
+        parse_answer("[1, 2]", "points", width=10.5, height=10)  # type: ignore[arg-type]
+    with pytest.raises(ParseError, match="positive"):
+        parse_answer("[1, 2]", "points", width=True, height=10)
+
+
+def test_numpy_image_sizes() -> None:
+    np = pytest.importorskip("numpy")
+    point = parse_answer("[500, 500]", "points", np.int64(640), np.int32(480)).points[0]
+    assert (point.x, point.y) == (320.0, 240.0)
     with pytest.raises(ParseError, match="must be text"):
         parse_answer(None, "text")  # type: ignore[arg-type]
 
