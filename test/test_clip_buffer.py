@@ -147,8 +147,9 @@ def test_resize_to_long_side(real_frames: list[np.ndarray]) -> None:
     assert buffer.add(Frame("cam", NS, big, frame_id="optical"))
     frame = buffer.latest()
     assert frame.image.shape == (360, 640, 3) and frame.frame_id == "optical"
+    # Halving by area then linear: close to a direct INTER_AREA, at a fraction of its cost.
     expected = cv2.resize(big, (640, 360), interpolation=cv2.INTER_AREA)
-    np.testing.assert_array_equal(frame.image, expected)
+    assert np.mean(np.abs(frame.image.astype(float) - expected)) < 2.0
     assert buffer.stats().fill_bytes == 640 * 360 * 3
     # Smaller images are kept as they are.
     assert fit_long_side(real_frames[0], 1000) is real_frames[0]
