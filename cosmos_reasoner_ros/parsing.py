@@ -38,7 +38,7 @@ _CHOICE_KEYS = ("answer", "choice", "option", "letter")
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.S)
 _CLOCK = re.compile(r"^(?:(\d+):)?(\d+):(\d+(?:[.,]\d+)?)$")
-_UNIT = r"(?:s|sec|secs|second|seconds)"
+_UNIT = r"(?:seconds|second|secs|sec|s)"
 _SECONDS = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*" + _UNIT + r"?$", re.I)
 _RANGE = re.compile(r"^\s*(\S+(?:\s*" + _UNIT + r")?)\s*(?:-|–|—|to|until)\s*(\S+(?:\s*" + _UNIT + r")?)\s*$")
 _TRAILING_COMMA = re.compile(r",\s*([\]}])")
@@ -542,9 +542,10 @@ def _segment(span: tuple[float, float], caption: str, raw: str) -> Segment:
     return Segment(start, end, caption)
 
 
-_TIME_PATTERN = r"(\d+(?::\d{1,2}){1,2}(?:[.,]\d+)?|\d+(?:\.\d+)?\s*(?:s|sec|seconds)?)"
+_TIME_PATTERN = r"(\d+(?::\d{1,2}){1,2}(?:[.,]\d+)?|\d+(?:\.\d+)?\s*(?:seconds|secs|sec|s)?)"
+# "<start> - <end>: caption", "<start> to <end>", or Cosmos-Reason1's plain "<start time> <end time>".
 _TEXT_SEGMENT = re.compile(
-    r"^\W*" + _TIME_PATTERN + r"\s*(?:-|–|—|to)\s*" + _TIME_PATTERN + r"\W*(.*)$", re.I
+    r"^\W*" + _TIME_PATTERN + r"(?:\s*(?:-|–|—|to|,)\s*|\s+)" + _TIME_PATTERN + r"(?![\d.])\W*(.*)$", re.I
 )
 
 

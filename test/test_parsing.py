@@ -293,6 +293,15 @@ def test_timestamp_query_single_object_and_variants() -> None:
     assert parse_answer('{"time": "00:01.00 - 00:02.50"}', "segments").segments == (Segment(1.0, 2.5, ""),)
 
 
+def test_segments_as_two_plain_times() -> None:
+    assert parse_answer("<think>\nlate\n</think>\n00:03.20 00:05.90", "segments").segments == (
+        Segment(3.2, 5.9, ""),
+    )
+    assert parse_answer("1.5, 4", "segments").segments == (Segment(1.5, 4.0, ""),)
+    with pytest.raises(ParseError):
+        parse_answer("123", "segments")
+
+
 def test_segments_from_plain_lines() -> None:
     text = "Events:\n00:00.00 - 00:02.00: the arm reaches\n- 2.0s to 3.5s: it grasps the cup"
     assert parse_answer(text, "segments").segments == (
