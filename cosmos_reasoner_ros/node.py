@@ -346,6 +346,9 @@ class ReasonerNode(Node):
         self._counts: collections.Counter[str] = collections.Counter()
         self._last: dict[str, Any] = {"latency_s": 0.0, "ttft_s": 0.0, "error": "", "error_kind": ""}
         self._points_dropped = 0
+        # (outcome, time.monotonic() when all its messages were published): request-path timings for
+        # benchmarks and tests, bounded.
+        self.recent: collections.deque[tuple[Outcome, float]] = collections.deque(maxlen=100)
         self._server_healthy: bool | None = None
         self._server_model = cfg.model
         self._health_error = ""
@@ -703,7 +706,8 @@ class ReasonerNode(Node):
             self.get_logger().error(f"request {outcome.request_id}: could not publish the result: {exc!r}")
         if outcome.success:
             self._publish_extras(outcome, frame_id)
-        else:
+        self.recent.append((outcome, time.monotonic()))
+        if not outcome.success:
             self._problems.report(
                 f"request:{outcome.error_kind}",
                 f"request {outcome.request_id} failed ({outcome.error_kind}): {outcome.error}",
