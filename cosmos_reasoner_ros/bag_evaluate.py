@@ -100,7 +100,7 @@ class FrameIndex:
         self._stamps: list[int] = []
         self._bag_ns: list[int] = []
         for _, bag_ns, data in messages(self.reader, [self.conn]):
-            msg = self.store.deserialize_cdr(data, self.conn.msgtype)
+            msg: Any = self.store.deserialize_cdr(data, self.conn.msgtype)
             self._stamps.append(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
             self._bag_ns.append(bag_ns)
         order = sorted(range(len(self._stamps)), key=self._stamps.__getitem__)
@@ -388,7 +388,7 @@ class _NodeProcess:
 def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) -> ReportFiles:
     """Replay `bag` into a fresh reasoner_node, trigger the tasks, collect every result, write the report."""
     import rclpy
-    from rclpy.action import ActionClient
+    from rclpy.action.client import ActionClient
     from rclpy.executors import SingleThreadedExecutor
     from tqdm import tqdm
 
@@ -413,7 +413,7 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
         node_proc = _NodeProcess(
             node_command(options, frames.topic, frames.compressed, media), out / "node.log"
         )
-        client = ActionClient(node, Reason, f"/{options.node_name}/reason")
+        client: ActionClient[Any, Any, Any] = ActionClient(node, Reason, f"/{options.node_name}/reason")
         spinner = threading.Thread(target=executor.spin, daemon=True)
         spinner.start()
         deadline = time.monotonic() + options.startup_timeout_s

@@ -74,20 +74,25 @@ def _video_frames(path: Path) -> Iterator[tuple[float, np.ndarray]]:
     """(seconds from the start, RGB frame) of a video, with PyAV when installed, else OpenCV."""
     try:
         import av
-    except ImportError:
-        av = None
-    if av is not None:
-        try:
-            with av.open(str(path)) as container:
-                stream = container.streams.video[0]
-                t0: float | None = None
-                for n, frame in enumerate(container.decode(stream)):
-                    t = float(frame.time) if frame.time is not None else n / float(stream.average_rate or 30)
-                    t0 = t if t0 is None else t0
-                    yield t - t0, frame.to_ndarray(format="rgb24")
-            return
-        except (av.error.FFmpegError, IndexError) as exc:
-            raise BagError(f"cannot decode video {path}: {exc}") from None
+    except ImportError:  # PyAV is an optional extra; OpenCV decodes most files too
+        return _opencv_frames(path)
+    return _pyav_frames(path, av)
+
+
+def _pyav_frames(path: Path, av: Any) -> Iterator[tuple[float, np.ndarray]]:
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            t0: float | None = None
+            for n, frame in enumerate(container.decode(stream)):
+                t = float(frame.time) if frame.time is not None else n / float(stream.average_rate or 30)
+                t0 = t if t0 is None else t0
+                yield t - t0, frame.to_ndarray(format="rgb24")
+    except (av.error.FFmpegError, IndexError) as exc:
+        raise BagError(f"cannot decode video {path}: {exc}") from None
+
+
+def _opencv_frames(path: Path) -> Iterator[tuple[float, np.ndarray]]:
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
         raise BagError(f"cannot open video {path}")
@@ -208,7 +213,7 @@ class _Messages:
         sec, nanosec = divmod(stamp_ns, 1_000_000_000)
         return self.Header(stamp=self.Time(sec=sec, nanosec=nanosec), frame_id=self.o.frame_id)
 
-    def image(self, rgb: np.ndarray, stamp_ns: int) -> tuple[str, bytes]:
+    def image(self, rgb: np.ndarray, stamp_ns: int) -> tuple[str, bytes | memoryview]:
         h, w = rgb.shape[:2]
         if self.o.encoding == "jpeg":
             ok, buf = cv2.imencode(

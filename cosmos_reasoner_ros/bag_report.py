@@ -61,7 +61,9 @@ class ResultRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ResultRecord:
         names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in names}
+        values: dict[str, Any] = {
+            k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in names
+        }
         return cls(**values)
 
 
