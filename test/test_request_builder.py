@@ -151,6 +151,8 @@ def test_the_server_receives_extra_body_at_the_top_level(catalog: TaskCatalog) -
     assert body["top_k"] == 20 and body["repetition_penalty"] == 1.0
     assert body["media_io_kwargs"] == {"video": {"num_frames": 256, "fps": 2}}
     assert body["structured_outputs"] == {"json": task.json_schema}
-    assert body["max_tokens"] == 4096 and body["temperature"] == 0.6
+    assert (
+        body["max_tokens"] == 512 and body["temperature"] == 0.7
+    )  # the task's override, the default profile
     assert body["messages"] == request.messages
     assert "extra_body" not in body

@@ -20,12 +20,14 @@ EXPECTED = {
     "assisted_next_action": ("video", True, "text"),
     "trajectory": ("image", True, "points"),
     "grounding_2d": ("image", False, "boxes"),
-    "temporal_localization": ("video", True, "segments"),
-    "temporal_localization_mmss": ("video", True, "segments"),
-    "timestamp_query": ("video", True, "segments"),
+    "temporal_localization": ("video", False, "segments"),
+    "temporal_localization_mmss": ("video", False, "segments"),
+    "timestamp_query": ("video", False, "segments"),
     "plausibility": ("video", True, "choice"),
+    "common_sense": ("video", True, "text"),
     "caption": ("video", False, "text"),
-    "planning": ("image", True, "text"),
+    "image_caption": ("image", False, "text"),
+    "planning": ("image", False, "text"),
     "custom": ("video", True, "text"),
 }
 
@@ -67,7 +69,14 @@ def test_render_fills_placeholders_with_literal_braces(catalog: TaskCatalog) -> 
     assert rendered.json_schema is not None and rendered.json_schema["type"] == "array"
     assert catalog.render("next_action").prompt == "What can be the next immediate action?"
     assisted = catalog.render("assisted_next_action", task="make coffee", step="open the lid")
-    assert '"make coffee"' in assisted.prompt and '"open the lid"' in assisted.prompt
+    assert assisted.prompt == (
+        'This is the overall task that the agent is trying to complete: "make coffee".\n'
+        "In the video, the agent is trying to follow the instruction (a single step out of many to complete "
+        'the overall task): "open the lid".\nWhat should be the next action of the agent?'
+    )
+    query = catalog.render("timestamp_query", event="the gripper closes").prompt
+    assert query.startswith('When is "the gripper closes" depicted in the video?')
+    assert "```json\n[\n{\n" in catalog.render("temporal_localization").prompt  # literal braces survive
     assert (
         catalog.render("grounding_2d", object="the mug").prompt
         == "Locate the bounding box of the mug. Return a json."
@@ -77,7 +86,8 @@ def test_render_fills_placeholders_with_literal_braces(catalog: TaskCatalog) -> 
 
 def test_render_ignores_unused_values_and_uses_defaults(catalog: TaskCatalog) -> None:
     plain = catalog.render("plausibility")
-    assert "A. Yes\nB. No" in plain.prompt
+    assert plain.prompt.startswith("Is this video physically plausible/possible")
+    assert plain.prompt.endswith("\n(A) Possible\n(B) Impossible")
     asked = catalog.render(
         "plausibility", question="Which happens next?", options="A. falls\nB. rolls\nC. stops"
     )
