@@ -366,6 +366,63 @@ def test_choice_failures(answer: str) -> None:
         parse_answer(answer, "choice")
 
 
+# ---- answers in the shapes of the Cosmos 3 Reasoner prompt guide ---
+
+ACTION_COT = """<think>
+I will move my gripper to [713, 680] to approach the pink bowl at [520, 790]. I carry it to the open space
+on the right at [573, 807].
+
+So my next steps should look like this: [713, 680], [552, 721], [517, 755], [592, 739], [588, 680]
+</think>
+
+```json
+[
+  {"point_2d": [713, 680], "label": "gripper trajectory"},
+  {"point_2d": [552, 721], "label": "gripper trajectory"},
+  {"point_2d": [517, 755], "label": "gripper trajectory"},
+  {"point_2d": [592, 739], "label": "gripper trajectory"},
+  {"point_2d": [588, 680], "label": "gripper trajectory"}
+]
+```"""
+
+
+def test_guide_trajectory_with_waypoints_in_the_reasoning() -> None:
+    parsed = parse_answer(ACTION_COT, "points", width=1000, height=500)
+    (trajectory,) = parsed.trajectories
+    assert [(p.x, p.y) for p in trajectory.points] == [
+        (713.0, 340.0),
+        (552.0, 360.5),
+        (517.0, 377.5),
+        (592.0, 369.5),
+        (588.0, 340.0),
+    ]
+
+
+def test_guide_grounding_timeline_query_choice_and_step() -> None:
+    boxes = parse_answer(
+        '```json\n[\n    {"bbox_2d": [214, 141, 497, 722], "label": "load as a whole"}\n]\n```',
+        "boxes",
+        width=1000,
+        height=1000,
+    ).boxes
+    assert [(b.label, b.x1, b.y1, b.x2, b.y2) for b in boxes] == [("load as a whole", 214, 141, 497, 722)]
+    timeline = (
+        '```json\n[\n  {\n    "start": "00:00.10",\n    "end": "00:05.70",\n    "caption": "stands"\n  },\n'
+        '  {\n    "start": "00:05.70",\n    "end": "00:08.20",\n    "caption": "door opens"\n  }\n]\n```'
+    )
+    assert parse_answer(timeline, "segments").segments == (
+        Segment(0.1, 5.7, "stands"),
+        Segment(5.7, 8.2, "door opens"),
+    )
+    query = '```json\n{\n  "start": "00:13.30",\n  "end": "00:23.40"\n}\n```'
+    assert parse_answer(query, "segments").segments == (Segment(13.3, 23.4, ""),)
+    assert parse_answer("A", "choice").choice == "A"
+    step = (
+        "<think>\nThe old cartridge is out; the new one is in the holder.\n</think>\ngrab new ink_cartridge"
+    )
+    assert parse_answer(step, "text").answer == "grab new ink_cartridge"
+
+
 # ---- JSON extraction ---
 
 
