@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sqlite3
 import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,7 +22,17 @@ IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 PACKAGE = "cosmos_reasoner_ros"
 
 # Reading a damaged file surfaces as whatever its decoder trips over; all of them mean "this bag is broken".
-_CORRUPT = (ReaderError, OSError, EOFError, ValueError, KeyError, IndexError, struct.error, AssertionError)
+_CORRUPT = (
+    ReaderError,
+    sqlite3.Error,
+    OSError,
+    EOFError,
+    ValueError,
+    KeyError,
+    IndexError,
+    struct.error,
+    AssertionError,
+)
 
 
 def storage_plugin(name: str) -> StoragePlugin:

@@ -257,6 +257,24 @@ def test_bad_input_exits_2(robot_bag: Path, tmp_path: Path, capsys: pytest.Captu
     assert "needs a bag" in capsys.readouterr().err
 
 
+def test_truncated_sqlite3_bag_exits_2(
+    robot_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bag = tmp_path / "sq"
+    make_bag([robot_clip], bag, MakeOptions(storage="sqlite3", max_long_side=160))
+    db = next(bag.glob("*.db3"))
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    assert main(["evaluate", "--results", str(bag), "-o", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "damaged, truncated or not a bag" in err and "Traceback" not in err
+    # An unknown storage plugin named in the metadata.
+    (bag / "metadata.yaml").write_text(
+        f"rosbag2_bagfile_information: {{version: 9, storage_identifier: zip, relative_file_paths: [{db.name}]}}"
+    )
+    assert main(["evaluate", "--results", str(bag), "-o", str(tmp_path / "r")]) == 2
+    assert "Storage plugin 'zip' not supported" in capsys.readouterr().err
+
+
 @pytest.mark.ros
 def test_trigger_outside_the_bag_exits_2(
     robot_bag: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
