@@ -269,7 +269,8 @@ def test_truncated_sqlite3_bag_exits_2(
     assert "damaged, truncated or not a bag" in err and "Traceback" not in err
     # An unknown storage plugin named in the metadata.
     (bag / "metadata.yaml").write_text(
-        f"rosbag2_bagfile_information: {{version: 9, storage_identifier: zip, relative_file_paths: [{db.name}]}}"
+        "rosbag2_bagfile_information:\n  version: 9\n  storage_identifier: zip\n"
+        f"  relative_file_paths: [{db.name}]\n"
     )
     assert main(["evaluate", "--results", str(bag), "-o", str(tmp_path / "r")]) == 2
     assert "Storage plugin 'zip' not supported" in capsys.readouterr().err
