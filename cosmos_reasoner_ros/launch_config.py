@@ -88,14 +88,18 @@ class LaunchPlan:
     node: NodeSpec
 
 
-def config_dir() -> Path:
-    """The package's config directory: the installed share/ when ament knows the package, else the sources."""
+def config_file(name: str) -> Path:
+    """A shipped config file: from the installed share/ when ament knows the package and has it, else the
+    source tree's config/ (a development checkout)."""
     try:
         from ament_index_python.packages import get_package_share_directory
 
-        return Path(get_package_share_directory(PACKAGE)) / "config"
+        installed = Path(get_package_share_directory(PACKAGE)) / "config" / name
     except Exception:  # not installed, no ament index: use the sources
-        return Path(__file__).resolve().parents[1] / "config"
+        installed = None
+    if installed is not None and installed.exists():
+        return installed
+    return Path(__file__).resolve().parents[1] / "config" / name
 
 
 def _bool(name: str, value: str) -> bool:
@@ -134,7 +138,6 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
     server_url = args["server_url"] or f"http://127.0.0.1:{port}/v1"
     if not server_url.startswith(("http://", "https://")):
         raise LaunchArgumentError(f"server_url: must start with http:// or https://, got {server_url!r}")
-    conf = config_dir()
     supervisor = None
     if start_server:
         cmd = [
@@ -142,7 +145,7 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
             "-m",
             SUPERVISOR_MODULE,
             "--config",
-            args["server_config"] or str(conf / "server.yaml"),
+            args["server_config"] or str(config_file("server.yaml")),
             "--port",
             str(port),
         ]
@@ -165,7 +168,7 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
         package=PACKAGE,
         executable=NODE_EXECUTABLE,
         name=NODE_NAME,
-        params_file=args["params_file"] or str(conf / "reasoner.yaml"),
+        params_file=args["params_file"] or str(config_file("reasoner.yaml")),
         overrides=overrides,
     )
     return LaunchPlan(supervisor=supervisor, node=node)

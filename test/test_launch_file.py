@@ -1,0 +1,85 @@
+"""launch/reasoner.launch.py: loaded with launch/launch_ros where they are importable (a ROS 2 install), and
+checked for staying declarative everywhere."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from cosmos_reasoner_ros import launch_config
+
+LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "reasoner.launch.py"
+
+
+def test_launch_file_is_thin_and_declarative() -> None:
+    tree = ast.parse(LAUNCH_FILE.read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    assert {m.split(".")[0] for m in imported if m} <= {"launch", "launch_ros", "cosmos_reasoner_ros"}
+    functions = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    assert functions == ["_processes", "generate_launch_description"]
+    # No decisions in the launch file: conditions and command building belong in launch_config.
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.While, ast.Try, ast.IfExp))]
+    assert len([n for n in ast.walk(tree) if isinstance(n, ast.If)]) <= 1
+
+
+def _require_launch() -> None:
+    # `launch` alone may resolve to this repository's launch/ directory (a namespace package).
+    for module in ("launch.actions", "launch_ros.actions"):
+        pytest.importorskip(
+            module, reason=f"needs ROS 2 `{module.split('.')[0]}` (not installable from PyPI here)"
+        )
+
+
+def _load_launch_module():
+    _require_launch()
+    spec = importlib.util.spec_from_file_location("reasoner_launch", LAUNCH_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _described(arguments: dict[str, str]):
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+
+    from launch import LaunchContext
+
+    description = _load_launch_module().generate_launch_description()
+    context = LaunchContext()
+    declared = [e for e in description.entities if isinstance(e, DeclareLaunchArgument)]
+    for arg in declared:
+        context.launch_configurations[arg.name] = arguments.get(
+            arg.name, arg.default_value[0].perform(context)
+        )
+    opaque = [e for e in description.entities if isinstance(e, OpaqueFunction)]
+    processes = [a for o in opaque for a in o.execute(context)]
+    return declared, processes, context
+
+
+def test_launch_file_declares_the_arguments_and_both_processes() -> None:
+    _require_launch()
+    from launch.actions import ExecuteProcess
+    from launch_ros.actions import Node
+
+    declared, processes, context = _described({"port": "8100", "cameras": "front,wrist"})
+    assert [a.name for a in declared] == list(launch_config.ARGUMENT_NAMES)
+    server = [p for p in processes if isinstance(p, ExecuteProcess) and not isinstance(p, Node)]
+    nodes = [p for p in processes if isinstance(p, Node)]
+    assert len(server) == 1 and len(nodes) == 1
+    cmd = [c.perform(context) if hasattr(c, "perform") else str(c) for part in server[0].cmd for c in part]
+    assert "cosmos_reasoner_ros.server_supervisor" in cmd and "8100" in cmd
+    assert nodes[0].node_package == "cosmos_reasoner_ros" and nodes[0].node_executable == "reasoner_node"
+
+
+def test_launch_file_without_server_starts_only_the_node() -> None:
+    _require_launch()
+    from launch_ros.actions import Node
+
+    _, processes, _ = _described({"start_server": "false", "server_url": "http://gpu:8000/v1"})
+    assert len(processes) == 1 and isinstance(processes[0], Node)
