@@ -16,7 +16,14 @@ import numpy as np
 import pytest
 
 from cosmos_reasoner_ros.bag_cli import main
-from cosmos_reasoner_ros.bag_evaluate import FrameIndex, TaskSpec, evaluate_recorded, trigger_times
+from cosmos_reasoner_ros.bag_evaluate import (
+    EvalOptions,
+    FrameIndex,
+    TaskSpec,
+    evaluate_recorded,
+    node_command,
+    trigger_times,
+)
 from cosmos_reasoner_ros.bag_io import open_writer, typestore
 from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
 from cosmos_reasoner_ros.errors import BagError
@@ -151,14 +158,16 @@ def test_live_evaluation_against_the_scripted_server(robot_bag: Path, tmp_path: 
 
 @pytest.mark.ros
 @pytest.mark.slow
-def test_period_triggers_and_pause_while_waiting(robot_bag: Path, tmp_path: Path) -> None:
+def test_period_triggers_and_pause_while_waiting_on_a_jpeg_bag(robot_clip: Path, tmp_path: Path) -> None:
+    jpeg_bag = tmp_path / "jpeg"
+    make_bag([robot_clip], jpeg_bag, MakeOptions(rate_hz=10.0, encoding="jpeg", storage="sqlite3"))
     out = tmp_path / "report"
     slow = ScriptedReply(text="<think>\nhm\n</think>\n\nwait", delay_s=1.5)
     with ScriptedServer(default=slow) as server:
         rc = main(
             [
                 "evaluate",
-                str(robot_bag),
+                str(jpeg_bag),
                 "-o",
                 str(out),
                 "--server-url",
@@ -179,6 +188,11 @@ def test_period_triggers_and_pause_while_waiting(robot_bag: Path, tmp_path: Path
     # at double speed.
     assert [r["trigger_s"] for r in records] == [1.5, 3.0, 4.5, 6.0]
     assert all(r["success"] for r in records), [r["error"] for r in records]
+    assert all(r["clip_frames"] >= 5 for r in records)  # the node decoded the CompressedImage frames
+    assert all((out / r["image"]).is_file() for r in records)
+    assert "camera.camera.compressed:=true" in " ".join(
+        node_command(EvalOptions(), "/camera/image_raw/compressed", True, out)
+    )
 
 
 def write_results_bag(path: Path, texts: list[str], clip_end_ns: list[int]) -> None:
