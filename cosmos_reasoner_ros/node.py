@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import itertools
+import re
 import threading
 import time
 import uuid
@@ -512,7 +513,9 @@ class ReasonerNode(Node):
             except FrameError as exc:
                 stats.invalid += 1
                 stats.last_error = str(exc)
-                self._problems.report(f"frame:{camera}:{exc}", f"camera {camera}: dropped a frame: {exc}")
+                # Numbers vary between frames of one problem (sizes, stamps): one key per kind of message.
+                key = re.sub(r"\d+", "#", str(exc))
+                self._problems.report(f"frame:{camera}:{key}", f"camera {camera}: dropped a frame: {exc}")
             except Exception as exc:  # a bug must not stop the camera stream
                 stats.invalid += 1
                 stats.last_error = f"{type(exc).__name__}: {exc}"

@@ -45,14 +45,13 @@ from rclpy.action import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
 from cosmos_reasoner_ros.node import ConfigError, ReasonerNode  # noqa: E402
-from cosmos_reasoner_ros.projection import Intrinsics, back_project  # noqa: E402
 from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -276,7 +275,8 @@ def test_action_feedback_in_stage_order_and_cancel(tmp_path: Path, harness_facto
         assert len(h.results_for(request_id)) == 1
 
 
-def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory: Any) -> None:
+@pytest.mark.parametrize("encoding", ["16UC1", "32FC1"])
+def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory: Any, encoding: str) -> None:
     params = base_params(
         "",
         tmp_path / "media",
@@ -290,7 +290,7 @@ def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory
             H,
             depth_topic="/test_cam/depth",
             info_topic="/test_cam/info",
-            depth_encoding="16UC1",
+            depth_encoding=encoding,
         ),
     ):
         params["server_url"] = server.base_url
@@ -302,26 +302,25 @@ def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory
         assert result.success, result.error
         path = h.paths.wait_for(lambda items: items[-1] if items else None, 10.0, "3D path")
         assert path.header.frame_id == "front_optical"
+        assert path.header.stamp == result.header.stamp  # the clip's last frame
         got = [(p.pose.position.x, p.pose.position.y, p.pose.position.z) for p in path.poses]
-        # Analytic: pixel = norm/1000 * size, Z from the synthetic plane (stored in mm), pinhole with K.
-        depth_mm = np.round(synthetic_depth_m(W, H) * 1000).astype(np.uint16)
+        # Analytic: pixel = norm/1000 * size, Z of the synthetic plane at that pixel, pinhole with K.
+        depth_m = synthetic_depth_m(W, H)
+        if encoding == "16UC1":
+            depth_m = np.round(depth_m * 1000) / 1000.0  # what survives millimetre storage
         k = intrinsics_k(W, H)
         fx, fy, cx, cy = k[0], k[4], k[2], k[5]
         want = []
         for xn, yn in [(500, 250), (600, 400), (750, 800)]:
             u, v = xn / 1000 * W, yn / 1000 * H
-            z = depth_mm[int(v), int(u)] / 1000.0
+            z = float(depth_m[int(v), int(u)])
             want.append(((u - cx) * z / fx, (v - cy) * z / fy, z))
         np.testing.assert_allclose(got, want, atol=1e-5)
-        # The module under test agrees with the analytic numbers too.
-        same = back_project(
-            [(w[0], w[1]) for w in [(320.0, 120.0)]], (W, H), depth_mm, Intrinsics.from_k(k, W, H)
-        )
-        assert same.dropped == 0
         markers = h.markers.wait_for(lambda items: items[-1] if items else None, 10.0, "markers")
         strips = [m for m in markers.markers if m.type == m.LINE_STRIP]
         assert len(strips) == 1 and len(strips[0].points) == 3
         assert strips[0].header.frame_id == "front_optical"
+        np.testing.assert_allclose([(p.x, p.y, p.z) for p in strips[0].points], want, atol=1e-5)
 
 
 def test_server_down_then_slow_frames_keep_flowing_one_result_each(
@@ -395,13 +394,27 @@ def test_server_down_then_slow_frames_keep_flowing_one_result_each(
         assert {kv.key: kv.value for kv in req.values}["failed_timeout"] == "1" and "timeout" in req.message
 
 
-def test_replace_policy_and_instruction_topic(tmp_path: Path, harness_factory: Any) -> None:
+def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness_factory: Any) -> None:
     with (
         ScriptedServer(default=ScriptedReply(text=TRAJECTORY_TEXT, delay_s=1.0)) as server,
         camera_process("/test_cam/image_raw", W, H),
     ):
         h = harness_factory(base_params(server.base_url, tmp_path / "media", busy_policy="replace"))
         h.wait_frames(3)
+        # Malformed images on the camera topic are counted and logged, never raised; the stream goes on.
+        bad_pub = h.probe.create_publisher(Image, "/test_cam/image_raw", qos_profile_sensor_data)
+        wait_until(lambda: bad_pub.get_subscription_count() > 0, 10.0, "camera subscriber")
+        for _ in range(40):
+            bad = Image(height=10, width=10, encoding="rgb8", step=30, data=b"short")
+            bad.header.stamp = h.probe.get_clock().now().to_msg()
+            bad_pub.publish(bad)
+            time.sleep(0.025)
+        wait_until(lambda: h.node._stats["front"].invalid > 0, 10.0, "invalid frames counted")
+        added = h.frames_buffered()
+        h.wait_frames(added + 2)
+        camera_status = next(s for s in h.node.diagnostics().status if s.name.endswith("camera front"))
+        values = {kv.key: kv.value for kv in camera_status.values}
+        assert int(values["frames_invalid"]) > 0 and values["last_frame_error"]
         wait_until(lambda: h.instruction_pub.get_subscription_count() > 0, 10.0, "instruction subscriber")
         h.instruction_pub.publish(String(data="open the drawer"))
         wait_until(lambda: h.node._instruction == "open the drawer", 10.0, "instruction set")
@@ -430,17 +443,24 @@ def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -
 
 
 def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
+    # The shipped parameter file, a timer trigger, no camera publisher: each tick gives one no_frames result.
     cmd = [
         sys.executable,
         "-m",
         "cosmos_reasoner_ros.node",
         "--ros-args",
+        "--params-file",
+        str(Path(__file__).parents[1] / "config" / "reasoner.yaml"),
         "-p",
         f"media_dir:={tmp_path}",
         "-p",
         "server_url:=http://127.0.0.1:9/v1",
         "-p",
         "diagnostics_period_s:=0.2",
+        "-p",
+        "trigger_period_s:=0.3",
+        "-p",
+        "camera.camera.topic:=/no_camera_here",
     ]
     proc = subprocess.Popen(cmd, env=ros_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -448,16 +468,23 @@ def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
         rclpy.init(context=context)
         probe = rclpy.create_node("probe_main", context=context)
         seen = Collector()
+        results = Collector()
         probe.create_subscription(DiagnosticArray, "/diagnostics", seen, 10)
+        probe.create_subscription(ReasonerResult, "/reasoner_node/result", results, 10)
         executor = rclpy.executors.SingleThreadedExecutor(context=context)
         executor.add_node(probe)
         deadline = time.monotonic() + 30
-        while not seen.items and time.monotonic() < deadline and proc.poll() is None:
+        while (
+            (not seen.items or len(results.items) < 3) and time.monotonic() < deadline and proc.poll() is None
+        ):
             executor.spin_once(timeout_sec=0.1)
         executor.shutdown()
         probe.destroy_node()
         rclpy.shutdown(context=context)
         assert seen.items, "the node published no diagnostics"
+        assert len(results.items) >= 3, "the timer did not trigger"
+        assert {r.error_kind for r in results.items} == {"no_frames"}
+        assert len({r.request_id for r in results.items}) == len(results.items)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=20)
         assert proc.returncode == 0, out
@@ -465,3 +492,24 @@ def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_every_parameter_is_in_the_shipped_yaml_with_a_comment() -> None:
+    import yaml
+
+    from cosmos_reasoner_ros.node import CAMERA_PARAMETERS, PARAMETERS
+
+    path = Path(__file__).parents[1] / "config" / "reasoner.yaml"
+    params = yaml.safe_load(path.read_text())["reasoner_node"]["ros__parameters"]
+    cameras = params.pop("camera")
+    assert set(params) == set(PARAMETERS)
+    for name in params["cameras"]:
+        assert set(cameras[name]) == set(CAMERA_PARAMETERS)
+    lines = path.read_text().splitlines()
+    for name in [*PARAMETERS, *CAMERA_PARAMETERS]:
+        line = next(line for line in lines if line.strip().startswith(f"{name}:"))
+        assert "#" in line, f"{name} has no comment in {path.name}"
+    for name, (default, _doc) in PARAMETERS.items():
+        assert type(params[name]) is type(default) or (
+            isinstance(default, float) and isinstance(params[name], int)
+        )
