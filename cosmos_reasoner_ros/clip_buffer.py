@@ -142,6 +142,9 @@ class ClipBuffer:
     def add(self, frame: Frame) -> bool:
         """Keep a decoded frame if it is due (resized to max_long_side); False when dropped."""
         image = fit_long_side(frame.image, self.max_long_side)
+        if image is frame.image and image.base is not None:
+            # A view (of a message buffer, or of a larger array) would pin memory the bound does not count.
+            image = image.copy()
         if image is not frame.image:
             frame = dataclasses.replace(frame, image=image)
         nbytes = int(image.nbytes)

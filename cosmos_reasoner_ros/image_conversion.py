@@ -156,15 +156,15 @@ def _to_uint8(pixels: np.ndarray) -> np.ndarray:
     return cv2.convertScaleAbs(pixels, alpha=255.0 / 65535.0)
 
 
-def _numpy_convert(encoding: str, layout: _Layout, pixels: np.ndarray) -> np.ndarray:
+def _numpy_convert(encoding: str, layout: _Layout, pixels: np.ndarray, copy: bool) -> np.ndarray:
     if encoding in DEPTH_ENCODINGS:
-        return np.array(pixels, order="C", copy=True)
+        return np.array(pixels, order="C", copy=True) if copy else np.ascontiguousarray(pixels)
     image = np.ascontiguousarray(pixels)
     if layout.to_rgb is not None:
         # Demosaicing and YUV need the sensor's own samples; depth reduction comes after, as in cv_bridge.
         image = cv2.cvtColor(image, layout.to_rgb)
     image = _to_uint8(image)
-    return image if image.base is None else image.copy()
+    return image.copy() if copy and image.base is not None else image
 
 
 _cv_bridge: Any = None
@@ -185,11 +185,13 @@ def cv_bridge_available() -> bool:
     return _cv_bridge is not None
 
 
-def image_msg_to_array(msg: Any, backend: str = "auto") -> np.ndarray:
+def image_msg_to_array(msg: Any, backend: str = "auto", copy: bool = True) -> np.ndarray:
     """sensor_msgs/Image to HxWx3 uint8 RGB, or HxW uint16 (16UC1, mm) / float32 (32FC1, m) for depth.
 
     backend: "auto" (cv_bridge when importable), "cv_bridge" or "numpy". The message is validated first, so a
     malformed one raises FrameError on every backend. Encodings cv_bridge does not know take the numpy path.
+    copy=False may return a read-only view of the message's data (rgb8 and depth without row padding), for
+    callers that resize or copy anyway: ClipBuffer.add does, saving a full-frame copy per kept frame.
     """
     if backend not in ("auto", "cv_bridge", "numpy"):
         raise ValueError(f"backend must be auto, cv_bridge or numpy, not {backend!r}")
@@ -205,7 +207,7 @@ def image_msg_to_array(msg: Any, backend: str = "auto") -> np.ndarray:
     elif backend == "cv_bridge":
         raise FrameError("cv_bridge backend requested but cv_bridge is not importable")
     try:
-        return _numpy_convert(encoding, layout, pixels)
+        return _numpy_convert(encoding, layout, pixels, copy)
     except cv2.error as exc:
         raise FrameError(f"cannot convert {encoding} image: {exc}") from None
 

@@ -460,3 +460,22 @@ def test_serialized_stamp_of_an_rclpy_message(rgb: np.ndarray) -> None:
     np.testing.assert_array_equal(
         image_msg_to_array(serialization.deserialize_message(raw, image_mod.Image)), np.zeros((2, 2, 3))
     )
+
+
+def test_copy_false_may_share_the_message_buffer(rgb: np.ndarray) -> None:
+    from cosmos_reasoner_ros.clip_buffer import ClipBuffer
+    from cosmos_reasoner_ros.image_conversion import Frame
+
+    buf = bytearray(rgb.tobytes())
+    msg = image_msg(rgb, "rgb8")
+    msg.data = buf
+    view = image_msg_to_array(msg, backend="numpy", copy=False)
+    assert np.shares_memory(view, np.frombuffer(buf, np.uint8))
+    np.testing.assert_array_equal(view, rgb)
+    # The buffer copies what it keeps unresized, so a reused message buffer cannot change a stored frame.
+    buffer = ClipBuffer("cam", 4, 10, 10**9, max_long_side=0)
+    assert buffer.add(Frame("cam", 1, view))
+    buf[:3] = b"\x01\x02\x03"
+    np.testing.assert_array_equal(buffer.latest().image, rgb)
+    padded = image_msg(rgb, "rgb8", pad=3)
+    assert not np.shares_memory(image_msg_to_array(padded, backend="numpy", copy=False), padded.data)
