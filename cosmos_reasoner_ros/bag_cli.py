@@ -46,6 +46,9 @@ def _add_play(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--qos", default="reliable", help="reliable (default), sensor_data or transient_local")
     p.add_argument("--qos-depth", type=int, default=10)
     p.add_argument(
+        "--topic-qos", nargs="*", default=[], metavar="TOPIC=QOS", help="per-topic QoS (bag topic)"
+    )
+    p.add_argument(
         "--wait-for-subscribers",
         type=float,
         default=0.0,
@@ -137,6 +140,13 @@ def _make(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pair(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key or not value:
+        raise BagError(f"{item!r} is not TOPIC=VALUE")
+    return key, value
+
+
 def _play(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException
@@ -151,6 +161,7 @@ def _play(args: argparse.Namespace) -> int:
         remap=parse_remap(args.remap),
         qos=args.qos,
         qos_depth=args.qos_depth,
+        topic_qos=dict(_pair(item) for item in args.topic_qos),
         wait_for_subscribers_s=args.wait_for_subscribers,
     )
     options.check()

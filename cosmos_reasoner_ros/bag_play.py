@@ -32,6 +32,7 @@ class PlayOptions:
     # sensor_data (best effort) is what a real camera driver offers.
     qos: str = "reliable"
     qos_depth: int = 10
+    topic_qos: Mapping[str, str] = field(default_factory=dict)  # bag topic -> QoS name, overriding `qos`
     wait_for_subscribers_s: float = 0.0  # [s] before starting, wait this long for every topic to be matched
 
     def check(self) -> None:
@@ -39,8 +40,9 @@ class PlayOptions:
             raise BagError(f"rate must be > 0, got {self.rate}")
         if self.loops < 0 or self.start_offset_s < 0 or self.qos_depth < 1:
             raise BagError("loops and start offset must be >= 0, qos depth >= 1")
-        if self.qos not in QOS_CHOICES:
-            raise BagError(f"unknown qos {self.qos!r}; use one of {', '.join(QOS_CHOICES)}")
+        for name in (self.qos, *self.topic_qos.values()):
+            if name not in QOS_CHOICES:
+                raise BagError(f"unknown qos {name!r}; use one of {', '.join(QOS_CHOICES)}")
 
 
 @dataclass
@@ -109,12 +111,12 @@ class Player:
             self.end_ns = self.reader.end_time
             if self.start_ns >= self.end_ns:
                 raise BagError(f"start offset {options.start_offset_s} s is past the bag's end")
-            qos = qos_profile(options.qos, options.qos_depth)
             self.publishers: dict[int, Any] = {}
             by_topic: dict[str, Any] = {}
             for conn in self.connections:
                 topic = options.remap.get(conn.topic, conn.topic)
                 if topic not in by_topic:
+                    qos = qos_profile(options.topic_qos.get(conn.topic, options.qos), options.qos_depth)
                     by_topic[topic] = node.create_publisher(message_class(conn.msgtype), topic, qos)
                 self.publishers[conn.id] = (topic, by_topic[topic])
         except BaseException:

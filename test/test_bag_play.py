@@ -115,6 +115,8 @@ def ros_node():  # type: ignore[no-untyped-def]
 
 @pytest.mark.ros
 def test_rate_offset_loops_and_remap_in_process(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
+    from rclpy.qos import ReliabilityPolicy
+
     from cosmos_reasoner_ros.bag_play import Player
 
     player = Player(
@@ -126,12 +128,15 @@ def test_rate_offset_loops_and_remap_in_process(robot_bag: Path, ros_node) -> No
             start_offset_s=3.0,
             topics=("/camera/image_raw",),
             remap={"/camera/image_raw": "/front/image"},
+            topic_qos={"/camera/image_raw": "sensor_data"},
         ),
     )
     try:
         assert player.duration_s == pytest.approx(3.4, abs=0.01)
         published = dict(ros_node.get_publisher_names_and_types_by_node("test_bag_play", "/"))
         assert published["/front/image"] == ["sensor_msgs/msg/Image"] and "/camera/image_raw" not in published
+        (info,) = ros_node.get_publishers_info_by_topic("/front/image")
+        assert info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT  # the per-topic QoS
         seen: list[int] = []
         stats = player.run(before_publish=seen.append)
     finally:
@@ -189,6 +194,8 @@ def test_lag_summary_and_remap_parsing() -> None:
         parse_remap(["/a=/b"])
     with pytest.raises(BagError):
         PlayOptions(rate=0).check()
+    with pytest.raises(BagError, match="unknown qos 'fast'"):
+        PlayOptions(topic_qos={"/a": "fast"}).check()
 
 
 @pytest.mark.ros
