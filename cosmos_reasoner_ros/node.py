@@ -389,7 +389,7 @@ class ReasonerNode(Node):
             ),
         )
         workers = cfg.workers or len(cfg.cameras) * cfg.max_in_flight + 1
-        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reasoner-request")
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reasoner-worker")
 
         # Callback groups: one per camera (its callbacks stay ordered), triggers, timers.
         self._trigger_group = ReentrantCallbackGroup()

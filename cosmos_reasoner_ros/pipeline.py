@@ -193,6 +193,7 @@ class Pipeline:
         stage("waiting_for_server")
         if self.settings.wait_for_server_s > 0:
             self.client.wait_ready(self.settings.wait_for_server_s)
+        self.client.model_id()  # discovery (first request only) belongs to this stage, not to querying
 
         stage("querying")
 

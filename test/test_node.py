@@ -37,19 +37,15 @@ os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
 
 rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 from action_msgs.msg import GoalStatus  # noqa: E402
+from conftest_harness import Harness, base_params  # noqa: E402
 from cosmos_reasoner_ros.action import Reason  # noqa: E402
 from cosmos_reasoner_ros.msg import ReasonerResult  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
-from nav_msgs.msg import Path as PathMsg  # noqa: E402
-from rclpy.action import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
+from rclpy.qos import qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
-from std_srvs.srv import Trigger  # noqa: E402
-from visualization_msgs.msg import MarkerArray  # noqa: E402
 
 from cosmos_reasoner_ros.node import ConfigError, ReasonerNode  # noqa: E402
 from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
@@ -64,109 +60,12 @@ TRAJECTORY_TEXT = (
     '{"point_2d": [750, 800], "label": "gripper trajectory"}]\n```'
 )
 BOXES_TEXT = '```json\n[{"bbox_2d": [100, 200, 300, 600], "label": "cup"}]\n```'
-LATCHED = QoSProfile(
-    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-)
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-class Harness:
-    """reasoner_node + a probe node on a MultiThreadedExecutor in a background thread, private context."""
-
-    def __init__(self, params: dict[str, Any], camera: str = "front") -> None:
-        self.context = Context()
-        rclpy.init(context=self.context)
-        overrides = [Parameter(k, value=v) for k, v in params.items()]
-        self.node = ReasonerNode(parameter_overrides=overrides, context=self.context)
-        self.probe = rclpy.create_node("probe", context=self.context)
-        self.results = Collector()
-        self.next_actions = Collector()
-        self.annotated = Collector()
-        self.paths = Collector()
-        self.markers = Collector()
-        self.diagnostics = Collector()
-        reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
-        self.probe.create_subscription(ReasonerResult, "/reasoner_node/result", self.results, reliable)
-        self.probe.create_subscription(String, "/reasoner_node/next_action", self.next_actions, reliable)
-        self.probe.create_subscription(Image, "/reasoner_node/annotated_image", self.annotated, LATCHED)
-        self.probe.create_subscription(PathMsg, "/reasoner_node/trajectory", self.paths, reliable)
-        self.probe.create_subscription(MarkerArray, "/reasoner_node/markers", self.markers, reliable)
-        self.probe.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics, 10)
-        self.trigger = self.probe.create_client(Trigger, "/reasoner_node/trigger")
-        self.action = ActionClient(self.probe, Reason, "/reasoner_node/reason")
-        self.instruction_pub = self.probe.create_publisher(String, "/reasoner_node/instruction", reliable)
-        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
-        self.executor.add_node(self.node)
-        self.executor.add_node(self.probe)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-        self.camera = camera
-        self.closed = False
-
-    def frames_buffered(self) -> int:
-        return self.node.buffers[self.camera].stats().added
-
-    def frames_received(self) -> int:
-        return self.node._stats[self.camera].received
-
-    def wait_frames(self, n: int, timeout_s: float = 30.0) -> None:
-        wait_until(lambda: self.frames_buffered() >= n, timeout_s, f"{n} buffered frames")
-
-    def call_trigger(self) -> Trigger.Response:
-        assert self.trigger.wait_for_service(timeout_sec=20.0)
-        future = self.trigger.call_async(Trigger.Request())
-        return wait_until(lambda: future.result() if future.done() else None, 20.0, "the trigger response")
-
-    def result_for(self, request_id: str, timeout_s: float = 30.0) -> ReasonerResult:
-        return self.results.wait_for(
-            lambda items: next((r for r in items if r.request_id == request_id), None), timeout_s, request_id
-        )
-
-    def results_for(self, request_id: str) -> list[ReasonerResult]:
-        return [r for r in list(self.results.items) if r.request_id == request_id]
-
-    def send_goal(self, goal: Reason.Goal, feedback: list[Any]) -> Any:
-        assert self.action.wait_for_server(timeout_sec=20.0)
-        future = self.action.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback))
-        handle = wait_until(lambda: future.result() if future.done() else None, 20.0, "goal acceptance")
-        assert handle.accepted
-        return handle
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.node.destroy_node()
-        self.action.destroy()
-        self.probe.destroy_node()
-        self.executor.shutdown()
-        rclpy.shutdown(context=self.context)
-        self.thread.join(10)
-
-
-def base_params(server_url: str, media_dir: Path, **extra: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "cameras": ["front"],
-        "camera.front.topic": "/test_cam/image_raw",
-        "camera.front.frame_id": "front_optical",
-        "server_url": server_url,
-        "media_dir": str(media_dir),
-        "clip_seconds": 2.0,
-        "sample_fps": 4.0,
-        "max_long_side": 640,
-        "request_timeout_s": 10.0,
-        "max_retries": 0,
-        "health_period_s": 0.5,
-        "task": "trajectory",
-        "instruction": "pick up the cup",
-    }
-    params.update(extra)
-    return params
 
 
 @pytest.fixture
@@ -423,6 +322,25 @@ def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness
         r1, r3 = h.result_for(first), h.result_for(third, 30.0)
         assert r1.success and r3.success and r3.instruction == "open the drawer"
         assert "open the drawer" in json.dumps(server.requests[-1])
+
+
+def test_shutdown_cancels_in_flight_requests(tmp_path: Path, harness_factory: Any) -> None:
+    with (
+        ScriptedServer(default=ScriptedReply(text="late", delay_s=20.0)) as server,
+        camera_process("/test_cam/image_raw", W, H),
+    ):
+        h = harness_factory(base_params(server.base_url, tmp_path / "media", task="next_action"))
+        h.wait_frames(3)
+        rid = h.call_trigger().message
+        wait_until(lambda: server.requests, 20.0, "the request on the wire")
+        t0 = time.monotonic()
+        h.node.shutdown()  # what destroy_node does first: cancel, publish the cancelled results, join workers
+        assert time.monotonic() - t0 < 5.0
+        result = h.result_for(rid, 10.0)
+        assert result.error_kind == "cancelled" and not result.success
+        assert not any(t.name.startswith("reasoner-worker") and t.is_alive() for t in threading.enumerate())
+        late = h.call_trigger()  # after shutdown a trigger still gets its one (error) result
+        assert h.result_for(late.message, 10.0).error_kind == "busy"
 
 
 def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -> None:

@@ -1,0 +1,128 @@
+"""reasoner_node in this process for tests and benchmarks: the node and a probe node on one executor thread.
+
+Point it at any OpenAI-compatible server with `base_params(server_url, media_dir, ...)` (the scripted server,
+or a real vLLM from cosmos_reasoner_ros.vllm_tier); the probe records everything the node publishes and calls
+its service and action.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from conftest_node import Collector, wait_until
+from cosmos_reasoner_ros.action import Reason
+from cosmos_reasoner_ros.msg import ReasonerResult
+from diagnostic_msgs.msg import DiagnosticArray
+from nav_msgs.msg import Path as PathMsg
+from rclpy.action import ActionClient
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from cosmos_reasoner_ros.node import ReasonerNode
+
+LATCHED = QoSProfile(
+    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
+
+
+class Harness:
+    """reasoner_node + a probe node on a MultiThreadedExecutor in a background thread, private context."""
+
+    def __init__(self, params: dict[str, Any], camera: str = "front") -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        overrides = [Parameter(k, value=v) for k, v in params.items()]
+        self.node = ReasonerNode(parameter_overrides=overrides, context=self.context)
+        self.probe = rclpy.create_node("probe", context=self.context)
+        self.results = Collector()
+        self.next_actions = Collector()
+        self.annotated = Collector()
+        self.paths = Collector()
+        self.markers = Collector()
+        self.diagnostics = Collector()
+        reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+        self.probe.create_subscription(ReasonerResult, "/reasoner_node/result", self.results, reliable)
+        self.probe.create_subscription(String, "/reasoner_node/next_action", self.next_actions, reliable)
+        self.probe.create_subscription(Image, "/reasoner_node/annotated_image", self.annotated, LATCHED)
+        self.probe.create_subscription(PathMsg, "/reasoner_node/trajectory", self.paths, reliable)
+        self.probe.create_subscription(MarkerArray, "/reasoner_node/markers", self.markers, reliable)
+        self.probe.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics, 10)
+        self.trigger = self.probe.create_client(Trigger, "/reasoner_node/trigger")
+        self.action = ActionClient(self.probe, Reason, "/reasoner_node/reason")
+        self.instruction_pub = self.probe.create_publisher(String, "/reasoner_node/instruction", reliable)
+        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.executor.add_node(self.node)
+        self.executor.add_node(self.probe)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        self.camera = camera
+        self.closed = False
+
+    def frames_buffered(self) -> int:
+        return self.node.buffers[self.camera].stats().added
+
+    def frames_received(self) -> int:
+        return self.node._stats[self.camera].received
+
+    def wait_frames(self, n: int, timeout_s: float = 30.0) -> None:
+        wait_until(lambda: self.frames_buffered() >= n, timeout_s, f"{n} buffered frames")
+
+    def call_trigger(self) -> Trigger.Response:
+        assert self.trigger.wait_for_service(timeout_sec=20.0)
+        future = self.trigger.call_async(Trigger.Request())
+        return wait_until(lambda: future.result() if future.done() else None, 20.0, "the trigger response")
+
+    def result_for(self, request_id: str, timeout_s: float = 30.0) -> ReasonerResult:
+        return self.results.wait_for(
+            lambda items: next((r for r in items if r.request_id == request_id), None), timeout_s, request_id
+        )
+
+    def results_for(self, request_id: str) -> list[ReasonerResult]:
+        return [r for r in list(self.results.items) if r.request_id == request_id]
+
+    def send_goal(self, goal: Reason.Goal, feedback: list[Any]) -> Any:
+        assert self.action.wait_for_server(timeout_sec=20.0)
+        future = self.action.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback))
+        handle = wait_until(lambda: future.result() if future.done() else None, 20.0, "goal acceptance")
+        assert handle.accepted
+        return handle
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.node.destroy_node()
+        self.action.destroy()
+        self.probe.destroy_node()
+        self.executor.shutdown()
+        rclpy.shutdown(context=self.context)
+        self.thread.join(10)
+
+
+def base_params(server_url: str, media_dir: Path, **extra: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "cameras": ["front"],
+        "camera.front.topic": "/test_cam/image_raw",
+        "camera.front.frame_id": "front_optical",
+        "server_url": server_url,
+        "media_dir": str(media_dir),
+        "clip_seconds": 2.0,
+        "sample_fps": 4.0,
+        "max_long_side": 640,
+        "request_timeout_s": 10.0,
+        "max_retries": 0,
+        "health_period_s": 0.5,
+        "task": "trajectory",
+        "instruction": "pick up the cup",
+    }
+    params.update(extra)
+    return params
