@@ -14,7 +14,6 @@ import json
 import math
 import operator
 import re
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -246,10 +245,10 @@ def _decode_at(decoder: json.JSONDecoder, text: str, start: int, relaxed: bool) 
         return json.loads(candidate), end + 1
     except (ValueError, RecursionError):
         pass
+    if "\\" in candidate:  # escapes in a Python literal may warn (a process-wide side effect): not worth it
+        return None, start
     try:
-        with warnings.catch_warnings():  # invalid escapes warn, and warnings may be errors in some runs
-            warnings.simplefilter("ignore")
-            value = ast.literal_eval(candidate)
+        value = ast.literal_eval(candidate)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None, start
     return (_from_python(value), end + 1) if isinstance(value, list | dict | tuple) else (None, start)
