@@ -173,6 +173,20 @@ def test_action_feedback_in_stage_order_and_cancel(tmp_path: Path, harness_facto
         time.sleep(0.5)
         assert len(h.results_for(request_id)) == 1
 
+        # A goal while another is in flight is aborted with a busy result; an unknown camera is invalid.
+        first = h.send_goal(Reason.Goal(), [])
+        wait_until(lambda: len(server.requests) >= 3, 20.0, "the first goal's request")
+        for goal, kind in [(Reason.Goal(), "busy"), (Reason.Goal(cameras=["nope"]), "invalid_request")]:
+            handle = h.send_goal(goal, [])
+            res_future = handle.get_result_async()
+            res = wait_until(lambda f=res_future: f.result() if f.done() else None, 10.0, f"{kind} result")
+            assert res.status == GoalStatus.STATUS_ABORTED and res.result.result.error_kind == kind
+        res_future = first.get_result_async()
+        res = wait_until(
+            lambda: res_future.result() if res_future.done() else None, 60.0, "first goal result"
+        )
+        assert res.status == GoalStatus.STATUS_SUCCEEDED
+
 
 @pytest.mark.parametrize("encoding", ["16UC1", "32FC1"])
 def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory: Any, encoding: str) -> None:
@@ -431,3 +445,17 @@ def test_every_parameter_is_in_the_shipped_yaml_with_a_comment() -> None:
         assert type(params[name]) is type(default) or (
             isinstance(default, float) and isinstance(params[name], int)
         )
+
+
+def test_problem_log_reports_each_problem_once_per_period() -> None:
+    from cosmos_reasoner_ros.node import ProblemLog
+
+    lines: list[str] = []
+    log = ProblemLog(lines.append, period_s=0.2)
+    for _ in range(5):
+        log.report("a", "problem a")
+    log.report("b", "problem b")
+    assert lines == ["problem a", "problem b"]
+    time.sleep(0.25)
+    log.report("a", "problem a")
+    assert lines[-1] == "problem a (4 more since last report)"

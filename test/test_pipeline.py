@@ -282,3 +282,30 @@ def test_error_outcome_for_triggers_that_never_ran() -> None:
         ("front",),
     )
     assert out.timings is not None and out.timings.trigger == 5.0
+
+
+def test_two_cameras_one_window_separate_or_tiled(
+    robot_frames: list[np.ndarray], tmp_path: Path, server: ScriptedServer
+) -> None:
+    buffers = [ClipBuffer(name, 4.0, 30.0, 512 * 1024 * 1024, 0) for name in ("front", "wrist")]
+    for i, image in enumerate(robot_frames):
+        for buf, img in zip(buffers, (image, image[::-1]), strict=True):
+            stamp = T0 + i * NS // 4
+            if buf.wants(stamp):
+                buf.add(Frame(camera=buf.camera, stamp_ns=stamp, image=np.ascontiguousarray(img)))
+    multi = MultiCameraBuffer(buffers)
+    separate = make_pipeline(multi, tmp_path, server.base_url).run(RequestSpec("s", "next_action"))
+    assert separate.success, separate.error
+    assert separate.cameras == ("front", "wrist") and separate.answer_camera == "front"
+    assert [m.camera for m in separate.media] == ["front", "wrist"]
+    parts = server.requests[-1]["messages"][-1]["content"]
+    assert [p["type"] for p in parts] == ["video_url", "video_url", "text"]
+    only_wrist = make_pipeline(multi, tmp_path, server.base_url).run(
+        RequestSpec("w", "next_action", cameras=("wrist",))
+    )
+    assert only_wrist.cameras == ("wrist",) and len(only_wrist.media) == 1
+    tiled = make_pipeline(multi, tmp_path, server.base_url, tiled=True).run(RequestSpec("t", "next_action"))
+    assert tiled.success and len(tiled.media) == 1
+    assert tiled.answer_camera == tiled.media[0].camera == "front+wrist"
+    assert (tiled.image_width, tiled.image_height) == (tiled.media[0].width, tiled.media[0].height)
+    assert tiled.image_width > 644 or tiled.image_height > 476  # pixels refer to the tiled image
