@@ -201,9 +201,9 @@ def image_msg_to_array(msg: Any, backend: str = "auto", copy: bool = True) -> np
             wanted = "passthrough" if encoding in DEPTH_ENCODINGS else "rgb8"
             out = np.asarray(_cv_bridge.imgmsg_to_cv2(msg, desired_encoding=wanted))
             return np.array(out, dtype=out.dtype.newbyteorder("="), order="C", copy=True)
-        except Exception:  # an encoding this cv_bridge build lacks: the message itself was valid
+        except Exception as exc:  # an encoding this cv_bridge build lacks: the message itself was valid
             if backend == "cv_bridge":
-                raise
+                raise FrameError(f"cv_bridge cannot convert {encoding}: {exc}") from exc
     elif backend == "cv_bridge":
         raise FrameError("cv_bridge backend requested but cv_bridge is not importable")
     try:

@@ -479,3 +479,41 @@ def test_copy_false_may_share_the_message_buffer(rgb: np.ndarray) -> None:
     np.testing.assert_array_equal(buffer.latest().image, rgb)
     padded = image_msg(rgb, "rgb8", pad=3)
     assert not np.shares_memory(image_msg_to_array(padded, backend="numpy", copy=False), padded.data)
+
+
+def test_cv_bridge_dispatch_and_fallback(rgb: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The choice between cv_bridge and the numpy path.
+
+    A stand-in bridge knows only rgb8 and 16UC1 (as an older cv_bridge lacks some encodings); the pixels it
+    returns come from the real conversion.
+    """
+    from cosmos_reasoner_ros import image_conversion
+
+    calls: list[tuple[str, str]] = []
+
+    class PartialBridge:
+        def imgmsg_to_cv2(self, msg: Any, desired_encoding: str) -> np.ndarray:
+            calls.append((msg.encoding, desired_encoding))
+            if msg.encoding not in ("rgb8", "16UC1"):
+                raise RuntimeError(f"[{msg.encoding}] is not a color format")
+            return image_msg_to_array(msg, backend="numpy")
+
+    monkeypatch.setattr(image_conversion, "_cv_bridge", PartialBridge())
+    monkeypatch.setattr(image_conversion, "_cv_bridge_checked", True)
+    assert cv_bridge_available()
+    np.testing.assert_array_equal(image_msg_to_array(image_msg(rgb, "rgb8")), rgb)
+    mm = np.full((3, 4), 1234, np.uint16)
+    np.testing.assert_array_equal(image_msg_to_array(image_msg(mm, "16UC1")), mm)
+    assert calls == [("rgb8", "rgb8"), ("16UC1", "passthrough")]
+    # An encoding the bridge lacks falls back to the numpy path under "auto" ...
+    np.testing.assert_array_equal(image_msg_to_array(image_msg(rgb[..., ::-1].copy(), "bgr8")), rgb)
+    # ... and is a FrameError when cv_bridge is required; "numpy" never asks the bridge.
+    with pytest.raises(FrameError, match="cv_bridge cannot convert bgr8"):
+        image_msg_to_array(image_msg(rgb[..., ::-1].copy(), "bgr8"), backend="cv_bridge")
+    calls.clear()
+    image_msg_to_array(image_msg(rgb, "rgb8"), backend="numpy")
+    assert calls == []
+    # Malformed messages are refused before the bridge sees them.
+    with pytest.raises(FrameError, match="data has"):
+        image_msg_to_array(SimpleNamespace(**{**vars(image_msg(rgb, "rgb8")), "data": b"\0"}))
+    assert calls == []
