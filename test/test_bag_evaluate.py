@@ -300,3 +300,57 @@ def test_trigger_outside_the_bag_exits_2(
     err = capsys.readouterr().err
     assert "lie outside the bag" in err and "Traceback" not in err
     assert not (tmp_path / "r" / "node.log").exists()  # no node was started
+
+
+@pytest.mark.ros
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_live_evaluation_against_the_real_vllm_cpu_tier(robot_bag: Path, tmp_path: Path) -> None:
+    from cosmos_reasoner_ros import vllm_tier
+
+    reason = vllm_tier.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    server = vllm_tier.shared_server()
+    assert server.media_dir is not None
+    media = Path(server.media_dir) / "bag_evaluate"  # inside the server's --allowed-local-media-path
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("tasks:\n  next_action:\n    max_tokens: 24\n  trajectory:\n    max_tokens: 48\n")
+    out = tmp_path / "report"
+    rc = main(
+        [
+            "evaluate",
+            str(robot_bag),
+            "-o",
+            str(out),
+            "--server-url",
+            server.base_url,
+            "--at",
+            "3.0,6.0",
+            "--task",
+            "next_action",
+            "--task",
+            "trajectory:pick up the bottle",
+            "--wait",
+            "--no-progress",
+            "--timeout",
+            "300",
+            "-p",
+            f"media_dir:={media}",
+            "-p",
+            f"tasks_file:={tasks}",
+            "-p",
+            "request_timeout_s:=300.0",
+        ]
+    )
+    assert rc == 0, (out / "node.log").read_text()[-3000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["trigger_s"], r["task"]) for r in records] == [
+        (t, task) for t in (3.0, 6.0) for task in ("next_action", "trajectory")
+    ]
+    for r in records:
+        # A random checkpoint says random things: the request must complete; its text may not parse as points.
+        assert r["error_kind"] in ("", "truncated", "unparseable"), r["error"]
+        assert r["model"] == "tiny" and 0 < r["completion_tokens"] <= 48 and r["latency_s"] > 0
+        assert (out / r["image"]).is_file()
+    assert all(r["success"] for r in records if r["task"] == "next_action" and r["finish_reason"] == "stop")
