@@ -9,12 +9,22 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cosmos_reasoner_ros import tasks as tasks_module
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.tasks import SamplingProfile, TaskCatalog, shipped_tasks_path, template_placeholders
 
 ROOT = Path(__file__).resolve().parents[1]
+PROFILE = {
+    "temperature": 0.7,
+    "top_p": 0.8,
+    "top_k": 20,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 1.5,
+    "max_tokens": 64,
+}
 EXPECTED = {
     "next_action": ("video", True, "text"),
     "assisted_next_action": ("video", True, "text"),
@@ -272,3 +282,26 @@ def test_import_pulls_in_no_ros() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+@settings(max_examples=300, deadline=None)
+@given(template=st.text(min_size=1, max_size=60), value=st.text(max_size=20))
+def test_any_template_loads_or_fails_with_a_task_error(template: str, value: str) -> None:
+    entry = {
+        "template": template,
+        "media": "video",
+        "reasoning": False,
+        "answer_kind": "text",
+        "profile": "default",
+    }
+    try:
+        catalog = TaskCatalog.from_dict({"profiles": {"default": PROFILE}, "tasks": {"t": entry}})
+    except TaskError:
+        return
+    names = catalog.spec("t").placeholders
+    if not value.strip() and names:
+        with pytest.raises(TaskError):
+            catalog.render("t", **dict.fromkeys(names, value))
+        return
+    prompt = catalog.render("t", **dict.fromkeys(names, value)).prompt
+    assert prompt == template.format(**dict.fromkeys(names, value)).strip()
