@@ -114,6 +114,7 @@ class ScriptedServer:
         else:
             self._queue.extend(replies)
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -132,9 +133,15 @@ class ScriptedServer:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers or {})
+            self._arrived.notify_all()
             if self._chooser is not None:
                 return self._chooser(body)
             return self._queue.popleft() if self._queue else self.default
+
+    def wait_requests(self, count: int, timeout_s: float) -> bool:
+        """Block until at least `count` chat requests arrived (True) or the timeout passed (False)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self.requests) >= count, timeout_s)
 
     def start(self) -> ScriptedServer:
         self._thread = threading.Thread(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 
@@ -92,6 +93,20 @@ def test_dropped_connection_is_a_connection_error() -> None:
     server = ScriptedServer([ScriptedReply(drop_connection=True)])
     with server, pytest.raises(openai.APIConnectionError):
         _sdk(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "q"}])
+
+
+def test_wait_requests() -> None:
+    with ScriptedServer() as server:
+        assert server.wait_requests(1, 0.05) is False
+        sender = threading.Thread(
+            target=lambda: _sdk(server).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "q"}]
+            )
+        )
+        sender.start()
+        assert server.wait_requests(1, 5.0) is True
+        sender.join(5)
+        assert len(server.requests) == 1
 
 
 def test_callable_replies_see_the_body() -> None:
