@@ -374,6 +374,25 @@ def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -
         rclpy.shutdown(context=context)
 
 
+def test_main_exits_2_with_the_reason_on_bad_parameters(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "cosmos_reasoner_ros.node",
+        "--ros-args",
+        "-p",
+        "busy_policy:=sometimes",
+        "-p",
+        f"media_dir:={tmp_path}",
+        "-p",
+        "clip_seconds:=4",
+    ]  # an integer for a float is accepted
+    done = subprocess.run(cmd, env=ros_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "busy_policy: must be one of reject, replace, got 'sometimes'" in done.stdout + done.stderr
+    assert "clip_seconds" not in done.stdout + done.stderr
+
+
 def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
     # The shipped parameter file, a timer trigger, no camera publisher: each tick gives one no_frames result.
     cmd = [
