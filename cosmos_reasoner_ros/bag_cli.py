@@ -92,6 +92,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--timeout", type=float, default=120.0, help="[s] to wait for outstanding answers")
     p.add_argument("--image-format", default="jpg", choices=["jpg", "png"])
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--record", action="store_true", help="also record the node's outputs into OUTPUT/outputs")
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -236,6 +237,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             image_format=args.image_format,
             progress=not args.no_progress,
+            record=args.record,
         )
         files = ev.evaluate_live(args.bag, args.output, options)
     print(f"report: {files.index}")

@@ -71,6 +71,7 @@ class EvalOptions:
     node_name: str = "reasoner_node"
     image_format: str = "jpg"  # annotated frames: jpg or png
     progress: bool = True
+    record: bool = False  # also record the node's output topics into <out>/outputs (mcap)
 
 
 def trigger_times(duration_s: float, period_s: float, at_s: Sequence[float] = ()) -> list[float]:
@@ -394,12 +395,16 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
 
     from cosmos_reasoner_ros.action import Reason
     from cosmos_reasoner_ros.bag_play import Player, PlayOptions
+    from cosmos_reasoner_ros.bag_record import Recorder, default_topics
 
     out.mkdir(parents=True, exist_ok=True)
     frames = FrameIndex(bag, options.image_topic)
     media = out / "media"
     media.mkdir(exist_ok=True)
+    if options.record and (out / "outputs").exists():
+        raise BagError(f"{out / 'outputs'} exists already; choose a new report folder")
     node_proc: _NodeProcess | None = None
+    recorder: Recorder | None = None
     context = rclpy.Context()
     rclpy.init(context=context)
     executor = SingleThreadedExecutor(context=context)
@@ -429,6 +434,10 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
             if time.monotonic() > deadline:
                 raise BagError("reasoner_node did not subscribe to the image topic")
             time.sleep(0.05)
+        if options.record:
+            recorder = Recorder(node, out / "outputs", default_topics(options.node_name))
+            recorder.discover()
+        next_discovery = [time.monotonic() + 1.0]
 
         bar = tqdm(total=total, unit="req", desc="evaluate", disable=not options.progress, file=sys.stderr)
         goals = _Goals(client, lambda: bar.update(1))
@@ -445,6 +454,9 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
                 if options.wait:
                     goals.wait_all(options.timeout_s)
             node_proc.check_alive()
+            if recorder is not None and time.monotonic() > next_discovery[0]:
+                recorder.discover()  # topics the node creates late (none today; cheap insurance)
+                next_discovery[0] = time.monotonic() + 1.0
 
         player.run(before_publish=before_publish)
         for t in queue:  # triggers at the very end of the bag
@@ -452,6 +464,9 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
                 goals.send(spec, t)
         goals.wait_all(options.timeout_s)
         bar.close()
+        if recorder is not None:
+            time.sleep(0.5)  # the result topic's last samples, published just before the action results
+            recorder.close()
         records = []
         for p in goals.items:
             if p.result is not None:
@@ -469,6 +484,8 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
         player.close()
         return finish_report(records, out, frames, options.image_format)
     finally:
+        if recorder is not None:
+            recorder.close()
         if node_proc is not None:
             node_proc.stop()
         executor.shutdown()

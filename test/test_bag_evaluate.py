@@ -24,7 +24,7 @@ from cosmos_reasoner_ros.bag_evaluate import (
     node_command,
     trigger_times,
 )
-from cosmos_reasoner_ros.bag_io import open_writer, typestore
+from cosmos_reasoner_ros.bag_io import open_reader, open_writer, typestore
 from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
 from cosmos_reasoner_ros.errors import BagError
 from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
@@ -102,6 +102,7 @@ def test_live_evaluation_against_the_scripted_server(robot_bag: Path, tmp_path: 
                 "60",
                 "-p",
                 "max_retries:=0",
+                "--record",
             ]
         )
         requests = list(server.requests)
@@ -154,6 +155,23 @@ def test_live_evaluation_against_the_scripted_server(robot_bag: Path, tmp_path: 
         np.abs(drawn[y - 2 : y + 3, x - 2 : x + 3].astype(int) - raw[y - 2 : y + 3, x - 2 : x + 3]).mean()
         > 40
     )
+    # --record kept the node's outputs, and the report rebuilt from them has the same results.
+    reader = open_reader(out / "outputs")
+    try:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+    finally:
+        reader.close()
+    assert counts["/reasoner_node/result"] == 6
+    assert counts["/reasoner_node/next_action"] == 4 and counts["/reasoner_node/annotated_image"] == 4
+    assert counts["/diagnostics"] >= 1
+    rebuilt = tmp_path / "rebuilt"
+    assert main(["evaluate", str(robot_bag), "--results", str(out / "outputs"), "-o", str(rebuilt)]) == 0
+    again = [json.loads(line) for line in (rebuilt / "results.jsonl").read_text().splitlines()]
+    key = lambda r: r["request_id"]  # noqa: E731
+    assert [(r["request_id"], r["answer"], r["error_kind"]) for r in sorted(again, key=key)] == [
+        (r["request_id"], r["answer"], r["error_kind"]) for r in sorted(records, key=key)
+    ]
+    assert all((rebuilt / r["image"]).is_file() for r in again)
 
 
 @pytest.mark.ros
