@@ -59,11 +59,14 @@ def _add_play(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
 
 
 def _add_record(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from cosmos_reasoner_ros.bag_record import DEFAULT_TOPICS
-
     p = sub.add_parser("record", help="record the node's output topics into an mcap bag")
     p.add_argument("-o", "--output", type=Path, required=True, help="new bag directory")
-    p.add_argument("--topics", nargs="*", default=None, help=f"default: {' '.join(DEFAULT_TOPICS)}")
+    p.add_argument(
+        "--topics",
+        nargs="*",
+        default=None,
+        help="default: the node's result, next_action, annotated_image, trajectory, markers and /diagnostics",
+    )
     p.add_argument("--node-name", default="reasoner_node", help="name of the node whose outputs to record")
     p.add_argument("--duration", type=float, default=0.0, help="[s] stop after this long; 0: until Ctrl-C")
     p.add_argument("--storage", default="mcap")

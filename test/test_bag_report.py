@@ -191,3 +191,41 @@ def test_images_load_in_headless_chromium(tmp_path: Path, robot_frame: np.ndarra
     # The probe notices a broken reference: the check is not vacuous.
     shutil.move(report / "images", tmp_path / "moved")
     assert chromium_image_widths(files.index, tmp_path)[3:] == [0, 0]
+
+
+def test_make_and_report_need_no_ros(robot_clip: Path, tmp_path: Path, robot_frame: np.ndarray) -> None:
+    """The ROS-free sub-commands run where rclpy is not importable (a pip install on a workstation)."""
+    import json
+    import sys
+
+    write_records(sample_records(tmp_path, robot_frame), tmp_path / "results.jsonl")
+    code = (
+        "import sys\n"
+        "for name in ('rclpy', 'cosmos_reasoner_ros.msg', 'cosmos_reasoner_ros.action'):\n"
+        "    sys.modules[name] = None\n"
+        "from cosmos_reasoner_ros.bag_cli import main\n"
+        "assert main(sys.argv[1:4]) == 0\n"
+        "assert main(['make', sys.argv[4], '-o', sys.argv[5], '--rate', '1']) == 0\n"
+        "assert 'rclpy' not in sys.modules or sys.modules['rclpy'] is None\n"
+        "import json\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('cosmos_reasoner_ros'))))\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "report",
+            str(tmp_path / "results.jsonl"),
+            "--title=x",
+            str(robot_clip),
+            str(tmp_path / "bag"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "cosmos_reasoner_ros.bag_play" not in loaded and "cosmos_reasoner_ros.bag_record" not in loaded
+    assert (tmp_path / "index.html").is_file() and (tmp_path / "bag" / "metadata.yaml").is_file()
