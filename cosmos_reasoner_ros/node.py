@@ -330,7 +330,7 @@ class ReasonerNode(Node):
             if problems:
                 raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
             assert catalog is not None
-            store = self._media_store(cfg)
+            writer, client_settings, request_settings = self._core_settings(cfg)
         except Exception:
             super().destroy_node()  # the half-built node must not outlive the failed start
             raise
@@ -361,26 +361,13 @@ class ReasonerNode(Node):
             for c in cfg.cameras
         }
         self.buffer = MultiCameraBuffer(list(self.buffers.values()))
-        self.client = ReasonerClient(
-            ClientSettings(
-                base_url=cfg.server_url,
-                model=cfg.model,
-                api_key_env=cfg.api_key_env,
-                connect_timeout_s=cfg.connect_timeout_s,
-                read_timeout_s=cfg.request_timeout_s,
-                max_retries=cfg.max_retries,
-            )
-        )
+        self.client = ReasonerClient(client_settings)
         self.pipeline = Pipeline(
             self.buffer,
-            ClipWriter(store, codec=cfg.codec, inline=cfg.inline_media, image_format=cfg.image_format),
+            writer,
             catalog,
             self.client,
-            RequestSettings(
-                fps=cfg.sample_fps,
-                structured_output=cfg.structured_output,
-                video_kwargs_mode=cfg.video_kwargs_mode,
-            ),
+            request_settings,
             PipelineSettings(
                 clip_seconds=cfg.clip_seconds,
                 tiled=cfg.tiled,
@@ -456,11 +443,31 @@ class ReasonerNode(Node):
     # ------------------------------------------------------------------------------------- parameters
 
     @staticmethod
-    def _media_store(cfg: NodeConfig) -> MediaStore:
+    def _core_settings(cfg: NodeConfig) -> tuple[ClipWriter, ClientSettings, RequestSettings]:
+        """The core's own checks of the values (directory, codec, URL, ...) as one ConfigError."""
         try:
-            return MediaStore(Path(cfg.media_dir))
-        except ReasonerError as exc:
-            raise ConfigError(f"invalid parameters:\n  media_dir: {exc}") from exc
+            writer = ClipWriter(
+                MediaStore(Path(cfg.media_dir)),
+                codec=cfg.codec,
+                inline=cfg.inline_media,
+                image_format=cfg.image_format,
+            )
+            client_settings = ClientSettings(
+                base_url=cfg.server_url,
+                model=cfg.model,
+                api_key_env=cfg.api_key_env,
+                connect_timeout_s=cfg.connect_timeout_s,
+                read_timeout_s=cfg.request_timeout_s,
+                max_retries=cfg.max_retries,
+            )
+            request_settings = RequestSettings(
+                fps=cfg.sample_fps,
+                structured_output=cfg.structured_output,
+                video_kwargs_mode=cfg.video_kwargs_mode,
+            )
+        except (ReasonerError, ValueError) as exc:
+            raise ConfigError(f"invalid parameters:\n  {exc}") from exc
+        return writer, client_settings, request_settings
 
     def _declare_and_read(self) -> NodeConfig:
         values: dict[str, Any] = {}

@@ -370,6 +370,16 @@ def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -
             ReasonerNode(parameter_overrides=overrides, context=context)
         text = str(err.value)
         assert "busy_policy" in text and "clip_seconds" in text and "camera_info_topic" in text
+        # Checks of the core modules surface the same way: a media directory that is a file, an unknown task.
+        (tmp_path / "file").write_text("not a directory")
+        for name, value, words in [
+            ("media_dir", str(tmp_path / "file"), "is not a directory"),
+            ("task", "fly", "unknown task 'fly'"),
+            ("video_kwargs_mode", "sometimes", "video_kwargs_mode"),
+        ]:
+            extra = [] if name == "media_dir" else [Parameter("media_dir", value=str(tmp_path / "m"))]
+            with pytest.raises(ConfigError, match=words):
+                ReasonerNode(parameter_overrides=[Parameter(name, value=value), *extra], context=context)
     finally:
         rclpy.shutdown(context=context)
 
