@@ -616,7 +616,7 @@ class ReasonerNode(Node):
         except Exception as exc:  # Pipeline.run does not raise; this keeps the one-result promise if it did
             self.get_logger().error(f"request {job.spec.request_id}: {exc!r}")
             outcome = error_outcome(job.spec, ReasonerError(f"{type(exc).__name__}: {exc}"))
-        self._finish(job, outcome)
+        # Free the slot before publishing, so that a trigger sent on receipt of this result is not busy.
         with self._lock:
             g = self._groups[job.group]
             g.running.remove(job)
@@ -626,6 +626,7 @@ class ReasonerNode(Node):
                 self._pool.submit(self._run_job, next_job)
             else:
                 g.in_flight -= 1
+        self._finish(job, outcome)
         if next_job is not None and self._shutting_down:
             self._finish(
                 next_job, error_outcome(next_job.spec, RequestCancelled("the node is shutting down"))
