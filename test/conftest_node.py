@@ -66,6 +66,8 @@ def camera_process(
     info_topic: str = "",
     depth_encoding: str = "32FC1",
     frame_id: str = "camera_optical_frame",
+    compressed: bool = False,
+    zero_stamps: bool = False,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The camera publisher as a child process for the duration of the block (terminated and reaped after)."""
     cmd = [
@@ -88,6 +90,8 @@ def camera_process(
         cmd += ["--video", str(video)]
     if depth_topic:
         cmd += ["--depth-topic", depth_topic, "--info-topic", info_topic]
+    cmd += ["--compressed"] if compressed else []
+    cmd += ["--zero-stamps"] if zero_stamps else []
     proc = subprocess.Popen(cmd, env=ros_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         yield proc
@@ -139,9 +143,10 @@ class Collector:
 
 
 def _publish(args: argparse.Namespace) -> int:
+    import cv2
     import rclpy
     from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import CameraInfo, Image
+    from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
     video = (
         Path(args.video) if args.video else ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
@@ -157,7 +162,10 @@ def _publish(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with rclpy.init():
         node = rclpy.create_node("test_camera")
-        pub = node.create_publisher(Image, args.topic, qos_profile_sensor_data)
+        pub = node.create_publisher(
+            CompressedImage if args.compressed else Image, args.topic, qos_profile_sensor_data
+        )
+        jpegs = [cv2.imencode(".jpg", cv2.cvtColor(f, cv2.COLOR_RGB2BGR))[1].tobytes() for f in frames]
         depth_pub = (
             node.create_publisher(Image, args.depth_topic, qos_profile_sensor_data)
             if args.depth_topic
@@ -169,10 +177,14 @@ def _publish(args: argparse.Namespace) -> int:
         try:
             while not stop.is_set() and rclpy.ok():
                 stamp = node.get_clock().now().to_msg()
-                frame = frames[i % len(frames)]
-                msg = Image(height=args.height, width=args.width, encoding="rgb8", step=args.width * 3)
-                msg.header.stamp, msg.header.frame_id = stamp, args.frame_id
-                msg.data = frame.tobytes()
+                if args.compressed:
+                    msg = CompressedImage(format="jpeg", data=jpegs[i % len(jpegs)])
+                else:
+                    msg = Image(height=args.height, width=args.width, encoding="rgb8", step=args.width * 3)
+                    msg.data = frames[i % len(frames)].tobytes()
+                msg.header.frame_id = args.frame_id
+                if not args.zero_stamps:  # drivers that do not stamp leave it zero
+                    msg.header.stamp = stamp
                 pub.publish(msg)
                 if depth_pub is not None and info_pub is not None:
                     bpp = 2 if args.depth_encoding == "16UC1" else 4
@@ -211,6 +223,10 @@ def main() -> int:
     parser.add_argument("--depth-topic", default="")
     parser.add_argument("--info-topic", default="")
     parser.add_argument("--depth-encoding", default="32FC1", choices=["32FC1", "16UC1"])
+    parser.add_argument(
+        "--compressed", action="store_true", help="publish sensor_msgs/CompressedImage (jpeg)"
+    )
+    parser.add_argument("--zero-stamps", action="store_true", help="leave header.stamp zero")
     return _publish(parser.parse_args())
 
 

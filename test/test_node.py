@@ -48,6 +48,7 @@ from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
 from cosmos_reasoner_ros.node import ConfigError, ReasonerNode  # noqa: E402
+from cosmos_reasoner_ros.ros_conversion import time_to_ns  # noqa: E402
 from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -135,6 +136,28 @@ def test_service_and_action_publish_trajectories_and_boxes_in_camera_pixels(
         published = h.result_for(res.result.result.request_id)
         assert published.boxes[0].x2_px == pytest.approx(192.0)
         assert "the cup" in json.dumps(server.requests[-1])
+
+
+def test_compressed_camera_without_stamps(tmp_path: Path, harness_factory: Any) -> None:
+    params = base_params(
+        "", tmp_path / "media", **{"camera.front.compressed": True, "camera.front.frame_id": ""}
+    )
+    with (
+        ScriptedServer(default=ScriptedReply(text=BOXES_TEXT)) as server,
+        camera_process("/test_cam/image_raw", W, H, compressed=True, zero_stamps=True, frame_id="cam_jpeg"),
+    ):
+        params.update(server_url=server.base_url, task="grounding_2d", instruction="the cup")
+        h = harness_factory(params)
+        h.wait_frames(3)
+        before_ns = h.node.get_clock().now().nanoseconds
+        result = h.result_for(h.call_trigger().message)
+        assert result.success, result.error
+        assert result.header.frame_id == "cam_jpeg"  # from the images, no override
+        # Unstamped frames take the receive time: the clip ends within the last seconds, not at 0.
+        assert 0 < before_ns - time_to_ns(result.clip_end) < 5 * 10**9
+        b = result.boxes[0]
+        assert (b.image_width, b.image_height) == (W, H)
+        np.testing.assert_allclose([b.x1_px, b.y1_px, b.x2_px, b.y2_px], [64.0, 96.0, 192.0, 288.0])
 
 
 def test_action_feedback_in_stage_order_and_cancel(tmp_path: Path, harness_factory: Any) -> None:
