@@ -93,10 +93,9 @@ def test_play_into_another_process_keeps_every_message_and_the_timing(
         f"\nplay timing: publish lag median {stats['lag_median_ms']} ms p95 {stats['lag_p95_ms']} ms; "
         f"arrival error median {median_ms:.1f} ms p95 {p95_ms:.1f} ms"
     )
-    assert stats["lag_median_ms"] < 20 and stats["lag_p95_ms"] < 100
-    assert (
-        median_ms < 30 and p95_ms < 150
-    )  # a shared 2-core machine: generous, but a wrong schedule is seconds off
+    assert stats["lag_median_ms"] < 20 and stats["lag_p95_ms"] < 200
+    # Generous for a shared 2-core machine, but a wrong schedule would be seconds off.
+    assert median_ms < 30 and p95_ms < 250
     # The total span matches the bag (6.4 s), neither compressed nor stretched.
     assert images[-1][1] - images[0][1] == pytest.approx(6.4, abs=0.15)
 
@@ -144,7 +143,7 @@ def test_rate_offset_loops_and_remap_in_process(robot_bag: Path, ros_node) -> No
     # From 3.0 s: frames 30..64 (35), twice; at 4x a pass takes 0.85 s.
     assert stats.per_topic == {"/front/image": 70}
     assert seen[:35] == seen[35:] and seen[0] == 1_700_000_003_000_000_000
-    assert stats.wall_s == pytest.approx(2 * 3.4 / 4.0, abs=0.35)
+    assert stats.wall_s == pytest.approx(2 * 3.4 / 4.0, abs=0.5)
     assert statistics.median(stats.lags_s) < 0.02
 
 
@@ -167,7 +166,7 @@ def test_blocking_hook_pauses_the_playback_clock(robot_bag: Path, ros_node) -> N
     assert pauses == [1] and stats.published == 65
     # The pause shifts the rest of the schedule instead of making every later message late.
     assert max(stats.lags_s) < 0.1
-    assert stats.wall_s == pytest.approx(6.4 / 8 + 0.5, abs=0.3)
+    assert stats.wall_s == pytest.approx(6.4 / 8 + 0.5, abs=0.5)
 
 
 @pytest.mark.ros
