@@ -309,10 +309,10 @@ def test_server_down_then_slow_frames_keep_flowing_one_result_each(
 
     # Slow server: the request times out while image callbacks keep running.
     with (
-        ScriptedServer(default=ScriptedReply(text="late", delay_s=8.0)) as server,
+        ScriptedServer(default=ScriptedReply(text="late", delay_s=20.0)) as server,
         camera_process("/test_cam/image_raw", W, H),
     ):
-        params = base_params(server.base_url, tmp_path / "media2", task="next_action", request_timeout_s=3.0)
+        params = base_params(server.base_url, tmp_path / "media2", task="next_action", request_timeout_s=5.0)
         h = harness_factory(params)
         h.wait_frames(3)
         rid = h.call_trigger().message
