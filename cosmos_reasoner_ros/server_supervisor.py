@@ -325,6 +325,10 @@ class Supervisor:
                     break
                 code = proc.poll()
                 self._clear_ready()
+                if code is not None:
+                    # The leader died, its workers (the engine core) may live on, holding the port and memory.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
                 if not ready and code is None:
                     self.say(f"not healthy within start_timeout_s={s.start_timeout_s:.0f} s: stopping it")
                     self._terminate(proc)

@@ -3,6 +3,7 @@ server process (readiness, log forwarding, restart with backoff, stopping the wh
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -15,6 +16,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,16 @@ def fake_vllm(tmp_path: Path) -> Path:
     script.write_text(f"#!{sys.executable} -S\n{FAKE_VLLM}")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers(tmp_path: Path) -> Iterator[None]:
+    """Whatever a failing test leaves behind: the stand-in servers' process groups."""
+    yield
+    for record in records(tmp_path / "record.jsonl"):
+        for pid in (record["pid"], record["worker"]):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
 
 def records(path: Path) -> list[dict]:
@@ -470,6 +482,8 @@ def test_gives_up_after_bounded_restarts_with_growing_backoff(tmp_path: Path, fa
     assert len(records(tmp_path / "record.jsonl")) == 4  # the first start and three restarts
     assert time.monotonic() - started >= 0.2 + 0.4 + 0.8  # backoff doubles
     assert any("giving up" in line for line in proc.lines)
+    # Each dead server's worker was stopped with it (they would hold the port and memory).
+    assert not any(alive(r["worker"]) for r in records(tmp_path / "record.jsonl"))
 
 
 @pytest.mark.slow
