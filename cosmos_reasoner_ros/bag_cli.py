@@ -95,6 +95,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--timeout", type=float, default=120.0, help="[s] to wait for outstanding answers")
     p.add_argument("--image-format", default="jpg", choices=["jpg", "png"])
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-depth", action="store_true", help="do not pass the bag's depth topic to the node")
     p.add_argument("--record", action="store_true", help="also record the node's outputs into OUTPUT/outputs")
 
 
@@ -241,6 +242,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             image_format=args.image_format,
             progress=not args.no_progress,
             record=args.record,
+            depth=not args.no_depth,
         )
         files = ev.evaluate_live(args.bag, args.output, options)
     print(f"report: {files.index}")

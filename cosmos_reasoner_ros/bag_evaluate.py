@@ -72,6 +72,7 @@ class EvalOptions:
     image_format: str = "jpg"  # annotated frames: jpg or png
     progress: bool = True
     record: bool = False  # also record the node's output topics into <out>/outputs (mcap)
+    depth: bool = True  # give the node the bag's depth + CameraInfo topics (3D trajectories)
 
 
 def trigger_times(duration_s: float, period_s: float, at_s: Sequence[float] = ()) -> list[float]:
@@ -279,7 +280,27 @@ def evaluate_recorded(
 # ------------------------------------------------------------------------------------------- live run
 
 
-def node_command(options: EvalOptions, image_topic: str, compressed: bool, media_dir: Path) -> list[str]:
+_EMPTY = "''"  # a YAML empty string: rcl rejects `name:=` with nothing after it
+
+
+def depth_topics(reader: Any) -> tuple[str, str]:
+    """(depth image topic, CameraInfo topic) of a bag, or empty strings when it lacks either."""
+    depth = next(
+        (c.topic for c in reader.connections if c.msgtype == "sensor_msgs/msg/Image" and "depth" in c.topic),
+        "",
+    )
+    info = next((c.topic for c in reader.connections if c.msgtype == "sensor_msgs/msg/CameraInfo"), "")
+    return (depth, info) if depth and info else ("", "")
+
+
+def node_command(
+    options: EvalOptions,
+    image_topic: str,
+    compressed: bool,
+    media_dir: Path,
+    depth_topic: str = "",
+    info_topic: str = "",
+) -> list[str]:
     params_file = options.params_file or default_params_file()
     cmd = [
         sys.executable,
@@ -291,12 +312,13 @@ def node_command(options: EvalOptions, image_topic: str, compressed: bool, media
     ]
     if params_file is not None:
         cmd += ["--params-file", str(params_file)]
-    base = image_topic.removesuffix("/compressed") if compressed else image_topic
     values = [
         f"server_url:={options.server_url}",
         "cameras:=[camera]",
-        f"camera.camera.topic:={base if not compressed else image_topic}",
+        f"camera.camera.topic:={image_topic}",
         f"camera.camera.compressed:={'true' if compressed else 'false'}",
+        f"camera.camera.depth_topic:={depth_topic or _EMPTY}",
+        f"camera.camera.camera_info_topic:={info_topic or _EMPTY}",
         f"media_dir:={media_dir}",
         "trigger_period_s:=0.0",
         "image_qos:=reliable",
@@ -415,8 +437,9 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
         player = Player(node, bag, PlayOptions(rate=options.rate))
         times = trigger_times(player.duration_s, options.period_s, options.at_s)
         total = len(times) * len(options.tasks)
+        depth, info = depth_topics(frames.reader) if options.depth else ("", "")
         node_proc = _NodeProcess(
-            node_command(options, frames.topic, frames.compressed, media), out / "node.log"
+            node_command(options, frames.topic, frames.compressed, media, depth, info), out / "node.log"
         )
         client: ActionClient[Any, Any, Any] = ActionClient(node, Reason, f"/{options.node_name}/reason")
         spinner = threading.Thread(target=executor.spin, daemon=True)

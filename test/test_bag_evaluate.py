@@ -24,7 +24,7 @@ from cosmos_reasoner_ros.bag_evaluate import (
     node_command,
     trigger_times,
 )
-from cosmos_reasoner_ros.bag_io import open_reader, open_writer, typestore
+from cosmos_reasoner_ros.bag_io import messages, open_reader, open_writer, typestore
 from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
 from cosmos_reasoner_ros.errors import BagError
 from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
@@ -40,8 +40,8 @@ POINTS = (
 @pytest.fixture(scope="module")
 def robot_bag(robot_clip: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     bag = tmp_path_factory.mktemp("evaluate") / "robot"
-    make_bag([robot_clip], bag, MakeOptions(rate_hz=10.0, max_long_side=320))
-    return bag  # 65 frames 320x237 over 6.4 s
+    make_bag([robot_clip], bag, MakeOptions(rate_hz=10.0, max_long_side=320, depth="plane", depth_m=2.0))
+    return bag  # 65 frames 320x237 over 6.4 s, CameraInfo and a depth plane at 2 m
 
 
 def prompt_text(body: dict[str, Any]) -> str:
@@ -164,6 +164,16 @@ def test_live_evaluation_against_the_scripted_server(robot_bag: Path, tmp_path: 
     assert counts["/reasoner_node/result"] == 6
     assert counts["/reasoner_node/next_action"] == 4 and counts["/reasoner_node/annotated_image"] == 4
     assert counts["/diagnostics"] >= 1
+    # The bag's depth reached the node: each trajectory answer also became a 3D path, on the 2 m plane.
+    assert counts["/reasoner_node/trajectory"] == 2
+    reader = open_reader(out / "outputs")
+    try:
+        conn = next(c for c in reader.connections if c.topic == "/reasoner_node/trajectory")
+        paths = [typestore().deserialize_cdr(data, conn.msgtype) for _, _, data in messages(reader, [conn])]
+    finally:
+        reader.close()
+    assert all(len(p.poses) == 2 for p in paths)
+    assert all(pose.pose.position.z == pytest.approx(2.0) for p in paths for pose in p.poses)
     rebuilt = tmp_path / "rebuilt"
     assert main(["evaluate", str(robot_bag), "--results", str(out / "outputs"), "-o", str(rebuilt)]) == 0
     again = [json.loads(line) for line in (rebuilt / "results.jsonl").read_text().splitlines()]
