@@ -19,6 +19,7 @@ import argparse
 import itertools
 import json
 import os
+import resource
 import select
 import struct
 import subprocess
@@ -112,7 +113,7 @@ def subscribe(args: argparse.Namespace) -> None:
         n: ClipBuffer(
             n,
             args.sample_fps,
-            max_seconds=args.seconds + 10,
+            max_seconds=args.buffer_seconds,
             max_bytes=4 * 1024**3,
             max_long_side=args.max_long_side,
         )
@@ -120,14 +121,17 @@ def subscribe(args: argparse.Namespace) -> None:
     }
     received = dict.fromkeys(names, 0)
     stamps: dict[str, list[int]] = {n: [] for n in names}
+    kept_stamps: dict[str, list[int]] = {n: [] for n in names}
     errors = 0
     clock: dict[str, float] = {}
 
     def mark() -> None:
         now_cpu, now_wall = time.process_time(), time.monotonic()
+        faults = float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
         clock.setdefault("cpu0", now_cpu)
         clock.setdefault("wall0", now_wall)
-        clock["cpu1"], clock["wall1"] = now_cpu, now_wall
+        clock.setdefault("faults0", faults)
+        clock["cpu1"], clock["wall1"], clock["faults1"] = now_cpu, now_wall, faults
 
     def on_bare(camera: str) -> Any:
         def callback(msg: Image) -> None:
@@ -147,7 +151,8 @@ def subscribe(args: argparse.Namespace) -> None:
             if buffer.wants(stamp):
                 try:
                     image = image_msg_to_array(msg, copy=False)  # add() resizes or copies it
-                    buffer.add(Frame(camera, stamp, image, msg.header.frame_id))
+                    if buffer.add(Frame(camera, stamp, image, msg.header.frame_id)):
+                        kept_stamps[camera].append(stamp)
                 except FrameError:
                     errors += 1
             mark()
@@ -165,7 +170,9 @@ def subscribe(args: argparse.Namespace) -> None:
                 stamps[camera].append(stamp)
                 if buffer.wants(stamp):
                     msg = deserialize_message(data, Image)
-                    buffer.add(Frame(camera, stamp, image_msg_to_array(msg, copy=False), msg.header.frame_id))
+                    image = image_msg_to_array(msg, copy=False)
+                    if buffer.add(Frame(camera, stamp, image, msg.header.frame_id)):
+                        kept_stamps[camera].append(stamp)
             except FrameError:
                 errors += 1
             mark()
@@ -192,13 +199,14 @@ def subscribe(args: argparse.Namespace) -> None:
         "received": sum(received.values()),
         "cpu_s": round(clock.get("cpu1", 0.0) - clock.get("cpu0", 0.0), 3),
         "wall_s": round(clock.get("wall1", 0.0) - clock.get("wall0", 0.0), 3),
+        "page_faults": int(clock.get("faults1", 0.0) - clock.get("faults0", 0.0)),
     }
     if role != "bare":
         per_camera = {}
         for name in names:
             stats = buffers[name].stats()
             seen = sorted(stamps[name])
-            kept = [f.stamp_ns for f in buffers[name].clip(args.seconds + 10).frames] if stats.frames else []
+            kept = kept_stamps[name]
             span_s = (seen[-1] - seen[0]) / 1e9 if len(seen) > 1 else 0.0
             gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(kept)]
             input_gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(seen)]
@@ -251,6 +259,8 @@ def orchestrate(args: argparse.Namespace) -> None:
         str(args.sample_fps),
         "--max-long-side",
         str(args.max_long_side),
+        "--buffer-seconds",
+        str(args.buffer_seconds),
     ]
     me = [sys.executable, str(Path(__file__).resolve())]
     roles = list(ROLES) if args.with_raw else ["bare", "typed"]
@@ -287,6 +297,7 @@ def orchestrate(args: argparse.Namespace) -> None:
         "streams": f"{args.cameras} x 1920x1080 rgb8 at {args.rate:g} Hz for {args.seconds:g} s",
         "sample_fps": args.sample_fps,
         "max_long_side": args.max_long_side,
+        "buffer_seconds": args.buffer_seconds,
         "fastdds_profile": profile_note,
         "load_average_1min": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),
@@ -321,6 +332,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=30.0)
     parser.add_argument("--sample-fps", type=float, default=4.0)
     parser.add_argument("--max-long-side", type=int, default=1280)
+    parser.add_argument("--buffer-seconds", type=float, default=10.0, help="the buffers' duration bound")
     parser.add_argument("--subscribers", type=int, default=1)
     parser.add_argument("--with-raw", action="store_true", help="also run the raw-subscription variant")
     args = parser.parse_args()
