@@ -105,6 +105,7 @@ class NodeConfig:
     max_retries: int
     stream: bool
     structured_output: bool
+    max_tokens: int
     video_kwargs_mode: str
     tasks_file: str
     task: str
@@ -155,6 +156,7 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "max_retries": (2, "retries on connection errors and 5xx"),
     "stream": (True, "stream answers (time to first token, partial text in action feedback)"),
     "structured_output": (False, "send the task's JSON schema as structured output"),
+    "max_tokens": (0, "[tokens] longest answer; 0: each task's own max_tokens (config/tasks.yaml)"),
     "video_kwargs_mode": (
         "media_io_kwargs",
         "per-request video sampling: media_io_kwargs, mm_processor_kwargs, none",
@@ -232,6 +234,7 @@ def validate(cfg: NodeConfig) -> list[str]:
         "wait_for_server_s": cfg.wait_for_server_s,
         "depth_window_px": cfg.depth_window_px,
         "workers": cfg.workers,
+        "max_tokens": cfg.max_tokens,
     }
     problems += [f"{k}: must be >= 0, got {v}" for k, v in non_negative.items() if v < 0]
     if cfg.max_in_flight < 1:
@@ -463,6 +466,7 @@ class ReasonerNode(Node):
             request_settings = RequestSettings(
                 fps=cfg.sample_fps,
                 structured_output=cfg.structured_output,
+                max_tokens=cfg.max_tokens or None,
                 video_kwargs_mode=cfg.video_kwargs_mode,
             )
         except (ReasonerError, ValueError) as exc:
