@@ -257,11 +257,14 @@ def _compressed_depth(fmt: str, buf: np.ndarray) -> np.ndarray:
     return raw
 
 
-def message_to_array(msg: Any, backend: str = "auto") -> np.ndarray:
-    """Either message type: a CompressedImage has a `format` field, an Image has `encoding`."""
+def message_to_array(msg: Any, backend: str = "auto", copy: bool = True) -> np.ndarray:
+    """Either message type: a CompressedImage has a `format` field, an Image has `encoding`.
+
+    copy=False: see image_msg_to_array (decoded compressed images are always new arrays).
+    """
     if hasattr(msg, "format") and not hasattr(msg, "encoding"):
         return compressed_msg_to_array(msg)
-    return image_msg_to_array(msg, backend=backend)
+    return image_msg_to_array(msg, backend=backend, copy=copy)
 
 
 _CDR_STAMP = {b"\x00\x01": struct.Struct("<iI"), b"\x00\x00": struct.Struct(">iI")}

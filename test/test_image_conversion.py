@@ -477,6 +477,7 @@ def test_copy_false_may_share_the_message_buffer(rgb: np.ndarray) -> None:
     assert buffer.add(Frame("cam", 1, view))
     buf[:3] = b"\x01\x02\x03"
     np.testing.assert_array_equal(buffer.latest().image, rgb)
+    assert np.shares_memory(message_to_array(msg, backend="numpy", copy=False), np.frombuffer(buf, np.uint8))
     padded = image_msg(rgb, "rgb8", pad=3)
     assert not np.shares_memory(image_msg_to_array(padded, backend="numpy", copy=False), padded.data)
 
