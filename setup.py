@@ -15,7 +15,10 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/cosmos_reasoner_ros"]),
         ("share/cosmos_reasoner_ros", ["package.xml"]),
-        ("share/cosmos_reasoner_ros/config", ["config/reasoner.yaml", "config/server.yaml", "config/tasks.yaml"]),
+        (
+            "share/cosmos_reasoner_ros/config",
+            ["config/reasoner.yaml", "config/server.yaml", "config/tasks.yaml", "config/fastdds_shm.xml"],
+        ),
         ("share/cosmos_reasoner_ros/launch", ["launch/reasoner.launch.py"]),
     ],
     python_requires=">=3.10",

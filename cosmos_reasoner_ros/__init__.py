@@ -1,7 +1,7 @@
 """cosmos_reasoner_ros: camera clips in, Cosmos 3 Reasoner answers out, as ROS 2 messages.
 
-The core modules (frames, clip buffer, clip writer, tasks, requests, client, parsing) import no ROS; the node and
-the message conversion wire them to ROS 2.
+The core modules (frames, clip buffer, clip writer, tasks, requests, client, parsing) import no ROS; the node
+and the message conversion wire them to ROS 2.
 """
 
 from pkgutil import extend_path

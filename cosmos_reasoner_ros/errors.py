@@ -88,6 +88,6 @@ class BusyError(ReasonerError):
 
 
 class BagError(ReasonerError):
-    """A bag could not be read or written: missing topics, unknown storage format, truncated or corrupt file."""
+    """A bag could not be read or written: missing topics, unknown storage, truncated or corrupt file."""
 
     kind = "invalid_request"

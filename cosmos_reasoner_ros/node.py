@@ -40,7 +40,7 @@ from cosmos_reasoner_ros.clip_buffer import ClipBuffer, MultiCameraBuffer
 from cosmos_reasoner_ros.clip_writer import ClipWriter
 from cosmos_reasoner_ros.errors import BusyError, FrameError, ReasonerError, RequestCancelled, TaskError
 from cosmos_reasoner_ros.image_conversion import Frame, message_stamp_ns, message_to_array
-from cosmos_reasoner_ros.media_store import MediaStore
+from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
 from cosmos_reasoner_ros.msg import ReasonerResult
 from cosmos_reasoner_ros.pipeline import (
     STAGES,
@@ -93,6 +93,9 @@ class NodeConfig:
     buffer_seconds: float
     buffer_max_mb: float
     media_dir: str
+    media_max_files: int
+    media_max_mb: float
+    media_max_age_s: float
     inline_media: bool
     codec: str
     image_format: str
@@ -141,6 +144,9 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
         "/tmp/cosmos_reasoner/media",  # noqa: S108 (created 0700 by MediaStore; server.yaml's default too)
         "directory for clip files (the server must be allowed to read it)",
     ),
+    "media_max_files": (200, "retention: most clip files of this node kept in media_dir; 0: no limit"),
+    "media_max_mb": (2048.0, "[MiB] retention: most bytes of this node's clip files; 0: no limit"),
+    "media_max_age_s": (3600.0, "[s] retention: this node's clip files older than this are deleted; 0: keep"),
     "inline_media": (
         False,
         "send clips as data: URLs instead of file:// URLs (for a server on another host)",
@@ -235,6 +241,9 @@ def validate(cfg: NodeConfig) -> list[str]:
         "depth_window_px": cfg.depth_window_px,
         "workers": cfg.workers,
         "max_tokens": cfg.max_tokens,
+        "media_max_files": cfg.media_max_files,
+        "media_max_mb": cfg.media_max_mb,
+        "media_max_age_s": cfg.media_max_age_s,
     }
     problems += [f"{k}: must be >= 0, got {v}" for k, v in non_negative.items() if v < 0]
     if cfg.max_in_flight < 1:
@@ -450,7 +459,14 @@ class ReasonerNode(Node):
         """The core's own checks of the values (directory, codec, URL, ...) as one ConfigError."""
         try:
             writer = ClipWriter(
-                MediaStore(Path(cfg.media_dir)),
+                MediaStore(
+                    Path(cfg.media_dir),
+                    RetentionPolicy(
+                        max_files=cfg.media_max_files,
+                        max_bytes=round(cfg.media_max_mb * 1024**2),
+                        max_age_s=cfg.media_max_age_s,
+                    ),
+                ),
                 codec=cfg.codec,
                 inline=cfg.inline_media,
                 image_format=cfg.image_format,
@@ -513,7 +529,7 @@ class ReasonerNode(Node):
                 if not buffer.wants(stamp):  # decimate before paying for decoding
                     stats.skipped += 1
                     return
-                image = message_to_array(msg)
+                image = message_to_array(msg, copy=False)  # add() resizes or copies: no second copy
                 frame_id = frame_id_override or msg.header.frame_id
                 if buffer.add(Frame(camera=camera, stamp_ns=stamp, image=image, frame_id=frame_id)):
                     stats.added += 1

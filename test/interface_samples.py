@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Point
-
 from cosmos_reasoner_ros.msg import BoundingBox2D, ReasonerResult, TimeSegment, Trajectory2D
+from geometry_msgs.msg import Point
 
 
 def sample_result(text: str = "move the left arm to the box") -> ReasonerResult:
@@ -31,14 +30,25 @@ def sample_result(text: str = "move the left arm to the box") -> ReasonerResult:
     ]
     msg.boxes = [
         BoundingBox2D(
-            label="red cube", camera="front", image_width=644, image_height=476,
-            x1_px=64.4, y1_px=47.6, x2_px=128.8, y2_px=95.2,
-            x1_norm=100.0, y1_norm=100.0, x2_norm=200.0, y2_norm=200.0,
+            label="red cube",
+            camera="front",
+            image_width=644,
+            image_height=476,
+            x1_px=64.4,
+            y1_px=47.6,
+            x2_px=128.8,
+            y2_px=95.2,
+            x1_norm=100.0,
+            y1_norm=100.0,
+            x2_norm=200.0,
+            y2_norm=200.0,
         )
     ]
     msg.segments = [
         TimeSegment(
-            caption="arm reaches", start_offset_s=0.5, end_offset_s=2.25,
+            caption="arm reaches",
+            start_offset_s=0.5,
+            end_offset_s=2.25,
             start_stamp=Time(sec=1_700_000_000, nanosec=500_000_000),
             end_stamp=Time(sec=1_700_000_002, nanosec=250_000_000),
         )

@@ -7,13 +7,14 @@ import sys
 import time
 
 import rclpy
+from cosmos_reasoner_ros.msg import ReasonerResult
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image
 
-from cosmos_reasoner_ros.msg import ReasonerResult
 
-
-def _wait_for_subscriber(node: rclpy.node.Node, publisher: rclpy.publisher.Publisher, timeout_s: float) -> None:
+def _wait_for_subscriber(
+    node: rclpy.node.Node, publisher: rclpy.publisher.Publisher, timeout_s: float
+) -> None:
     deadline = time.monotonic() + timeout_s
     while publisher.get_subscription_count() == 0:
         if time.monotonic() > deadline:

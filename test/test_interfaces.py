@@ -1,4 +1,4 @@
-"""The package's messages and action: they build, import, survive serialization, and cross processes intact."""
+"""The package's messages and action: they build, import, survive serialization, cross processes intact."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 import rclpy
+from cosmos_reasoner_ros.action import Reason
+from cosmos_reasoner_ros.msg import BoundingBox2D, ReasonerResult, TimeSegment, Trajectory2D
 from interface_samples import sample_result
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
-
-from cosmos_reasoner_ros.action import Reason
-from cosmos_reasoner_ros.msg import BoundingBox2D, ReasonerResult, TimeSegment, Trajectory2D
 
 HERE = Path(__file__).resolve().parent
 PROFILE = HERE.parent / "config" / "fastdds_shm.xml"
@@ -85,7 +84,7 @@ def test_result_published_by_another_process_arrives_intact() -> None:
 @pytest.mark.ros
 @pytest.mark.slow
 def test_shm_profile_delivers_720p_at_30hz_best_effort_without_loss() -> None:
-    """Two processes, 1280x720 rgb8 at 30 Hz, sensor-data (best-effort) QoS, the shipped SHM profile: no loss."""
+    """Two processes, 1280x720 rgb8 at 30 Hz, best-effort QoS, the shipped SHM profile: no frame lost."""
     count = 90
     os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
     seen: set[int] = set()
@@ -103,7 +102,9 @@ def test_shm_profile_delivers_720p_at_30hz_best_effort_without_loss() -> None:
             executor.add_node(node)
             spinner = threading.Thread(target=executor.spin, daemon=True)
             spinner.start()
-            peer = _peer("images", "--count", str(count), "--rate", "30", "--width", "1280", "--height", "720")
+            peer = _peer(
+                "images", "--count", str(count), "--rate", "30", "--width", "1280", "--height", "720"
+            )
             assert peer.wait(timeout=60) == 0
             executor.shutdown()
             spinner.join(timeout=5)
