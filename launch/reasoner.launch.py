@@ -5,12 +5,12 @@
 Arguments and their resolution live in cosmos_reasoner_ros/launch_config.py (tested without launch).
 """
 
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from cosmos_reasoner_ros import launch_config
-from launch import LaunchDescription
 
 
 def _processes(context, *args, **kwargs):
