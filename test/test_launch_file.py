@@ -46,9 +46,8 @@ def _load_launch_module():
 
 
 def _described(arguments: dict[str, str]):
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction
-
     from launch import LaunchContext
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
 
     description = _load_launch_module().generate_launch_description()
     context = LaunchContext()
