@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,10 +13,26 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "cosmos_reasoner_ros" / "data"
 SHARED_MEDIA = ROOT.parent / "shared" / "media"
 
-# Isolate DDS traffic: only this machine, and a domain no other concurrent test session uses.
+# Isolate DDS traffic: only this machine, and domains no other concurrent test session uses.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-os.environ.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 200))
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+# Domain ids 1-100 only: higher ones put Fast DDS's ports in Linux's ephemeral range (32768-60999), where any
+# outgoing connection can take them. A new domain per test module: with localhost discovery, peers only try a
+# few participant indices, so participants left alive by one module could hide a new process from another.
+_DOMAINS = itertools.count(os.getpid() % 100)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ros_domain() -> Iterator[str]:
+    """This module's ROS_DOMAIN_ID (inherited by the processes its tests start)."""
+    previous = os.environ.get("ROS_DOMAIN_ID")
+    domain = str(1 + next(_DOMAINS) % 100)
+    os.environ["ROS_DOMAIN_ID"] = domain
+    yield domain
+    if previous is None:
+        os.environ.pop("ROS_DOMAIN_ID", None)
+    else:
+        os.environ["ROS_DOMAIN_ID"] = previous
 
 
 @pytest.fixture(scope="session")
