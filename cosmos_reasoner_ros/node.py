@@ -59,6 +59,7 @@ from cosmos_reasoner_ros.ros_conversion import (
     path_markers,
     path_msg,
     result_msg,
+    ros_string,
     time_to_ns,
 )
 from cosmos_reasoner_ros.tasks import TaskCatalog
@@ -752,7 +753,7 @@ class ReasonerNode(Node):
     def _publish_extras(self, outcome: Outcome, frame_id: str) -> None:
         parsed = outcome.parsed
         steps: list[tuple[str, Callable[[], None]]] = [
-            ("next_action", lambda: self.next_action_pub.publish(String(data=outcome.answer))),
+            ("next_action", lambda: self.next_action_pub.publish(String(data=ros_string(outcome.answer)))),
             ("annotated_image", lambda: self._publish_annotated(outcome, frame_id)),
         ]
         if parsed is not None and parsed.trajectories and outcome.answer_camera in self._depth:

@@ -33,13 +33,19 @@ def time_to_ns(stamp: Time) -> int:
     return int(stamp.sec) * _NS + int(stamp.nanosec)
 
 
+def ros_string(text: str) -> str:
+    """Text safe for a ROS string field: rmw passes strings as C strings, so a NUL (random and broken models
+    emit them) would silently cut off everything after it. It becomes U+FFFD, visibly."""
+    return text.replace("\x00", "\ufffd")
+
+
 def _px(value: float | None, norm: float, size: int) -> float:
     return float(value) if value is not None else norm / 1000.0 * size
 
 
 def trajectory_msg(t: Trajectory, camera: str, width: int, height: int) -> Trajectory2D:
     return Trajectory2D(
-        label=t.label,
+        label=ros_string(t.label),
         camera=camera,
         image_width=max(0, width),
         image_height=max(0, height),
@@ -50,7 +56,7 @@ def trajectory_msg(t: Trajectory, camera: str, width: int, height: int) -> Traje
 
 def box_msg(b: Box2D, camera: str, width: int, height: int) -> BoundingBox2D:
     return BoundingBox2D(
-        label=b.label,
+        label=ros_string(b.label),
         camera=camera,
         image_width=max(0, width),
         image_height=max(0, height),
@@ -67,7 +73,7 @@ def box_msg(b: Box2D, camera: str, width: int, height: int) -> BoundingBox2D:
 
 def segment_msg(s: Segment, clip_start_ns: int) -> TimeSegment:
     return TimeSegment(
-        caption=s.caption,
+        caption=ros_string(s.caption),
         start_offset_s=float(s.start_s),
         end_offset_s=float(s.end_s),
         start_stamp=ns_to_time(clip_start_ns + round(s.start_s * _NS)),
@@ -81,13 +87,13 @@ def result_msg(outcome: Outcome, frame_id: str = "") -> ReasonerResult:
     msg.header = Header(stamp=ns_to_time(outcome.clip_end_ns), frame_id=frame_id)
     msg.request_id = outcome.request_id
     msg.task = outcome.task
-    msg.instruction = outcome.instruction
+    msg.instruction = ros_string(outcome.instruction)
     msg.success = outcome.success
     msg.error_kind = outcome.error_kind
-    msg.error = outcome.error
-    msg.reasoning = outcome.reasoning
-    msg.answer = outcome.answer
-    msg.choice = outcome.choice
+    msg.error = ros_string(outcome.error)
+    msg.reasoning = ros_string(outcome.reasoning)
+    msg.answer = ros_string(outcome.answer)
+    msg.choice = ros_string(outcome.choice)
     parsed, camera = outcome.parsed, outcome.answer_camera
     w, h = outcome.image_width, outcome.image_height
     if parsed is not None:
@@ -150,7 +156,9 @@ def path_markers(
         spheres = Marker(id=3 * i + 1, type=Marker.SPHERE_LIST, action=Marker.ADD, points=points, **common)
         spheres.scale.x = spheres.scale.y = spheres.scale.z = 0.03
         spheres.pose.orientation.w = 1.0
-        text = Marker(id=3 * i + 2, type=Marker.TEXT_VIEW_FACING, action=Marker.ADD, text=label, **common)
+        text = Marker(
+            id=3 * i + 2, type=Marker.TEXT_VIEW_FACING, action=Marker.ADD, text=ros_string(label), **common
+        )
         text.pose.position = Point(x=points[0].x, y=points[0].y - 0.05, z=points[0].z)
         text.pose.orientation.w = 1.0
         text.scale.z = 0.04

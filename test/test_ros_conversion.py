@@ -113,6 +113,23 @@ def test_result_msg_carries_every_field() -> None:
     assert (msg.latency_s, msg.time_to_first_token_s, msg.finish_reason) == (0.5, 0.1, "stop")
 
 
+def test_nul_in_model_text_does_not_cut_the_ros_strings() -> None:
+    """rmw passes strings as C strings: a NUL (random models emit them) would silently drop the rest."""
+    import dataclasses
+
+    outcome = sample_outcome()
+    parsed = outcome.parsed
+    assert parsed is not None
+    parsed = dataclasses.replace(
+        parsed, trajectories=(dataclasses.replace(parsed.trajectories[0], label="grip\x00per"),)
+    )
+    outcome = dataclasses.replace(outcome, answer="go\x00 left", reasoning="a\x00b", parsed=parsed)
+    msg = roundtrip(result_msg(outcome, "front_optical"))
+    assert msg.answer == "go\ufffd left"
+    assert msg.reasoning == "a\ufffdb"
+    assert msg.trajectories[0].label == "grip\ufffdper"
+
+
 def test_error_result_has_kind_and_message_and_no_clip() -> None:
     out = error_outcome(RequestSpec("r-2", "next_action", "x", cameras=("front",)), ServerUnavailable("down"))
     msg = roundtrip(result_msg(out))
