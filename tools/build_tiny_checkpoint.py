@@ -10,7 +10,8 @@ usage: python tools/build_tiny_checkpoint.py OUT_DIR [--layout qwen3vl|cosmos3]
   Cosmos3ForConditionalGeneration: a `cosmos3_omni` config, flat text weights with Diffusers attention names
   in transformer/, vision weights in vision_encoder/, and generation-tower tensors the loader must drop.
 Seeded, so the same script gives the same checkpoint; the caller caches it by the script's hash.
-The answers of such a model are random tokens: it exercises the serving path, not the model.
+The answers of such a model are random tokens: it exercises the serving path, not the model. It has one
+hand-set habit, though: it ends its turn after some tens of tokens (see `add_end_of_turn_habit`).
 """
 
 from __future__ import annotations
@@ -104,6 +105,13 @@ CHAT_TEMPLATE = r"""{%- set image_count = namespace(value=0) -%}
 {{- '<think>\n\n</think>\n\n' -}}
 {%- endif -%}
 {%- endif -%}"""
+# The end-of-turn habit: how strongly a token's "sentence-final" feature pulls towards <|im_end|>.
+# Measured with transformers on a text prompt, 96 samples at the reasoning profile (temperature 0.6,
+# top_p 0.95, top_k 20), median (max) answer length in tokens: weight 0.8 -> 59 (500), 1.0 -> 33 (199),
+# 1.2 -> 16 (171), 1.5 -> 9 (81); at the default profile (0.7, 0.8, 20) 1.0 -> 30 (281); greedy 1.0 -> 3.
+# Feature values are uniform in [0, END_FEATURE_MAX), the embeddings' own scale (std 0.02).
+END_FEATURE_MAX = 0.04
+END_LOGIT_WEIGHT = 1.0
 # Diffusers attention names of the native Cosmos 3 layout.
 COSMOS3_ATTENTION = {
     ".self_attn.q_proj.": ".self_attn.to_q.",
@@ -171,6 +179,36 @@ def train_tokenizer(rng: random.Random) -> Qwen2Tokenizer:
     return tok
 
 
+def add_end_of_turn_habit(model: Qwen3VLForConditionalGeneration, end_id: int) -> None:
+    """Make the random model end its answers, as a trained chat model does.
+
+    A random model's logits are nearly flat over the vocabulary, so <|im_end|> has about 1/vocab chance per
+    token and every answer runs to max_tokens (with structured output, strings and numbers never end either).
+    Instead, the last hidden dimension becomes a per-token "sentence-final" feature that only lm_head's
+    <|im_end|> row reads:
+    - every token's embedding holds a fixed random value in that dimension, of the embeddings' own scale;
+    - nothing writes to it afterwards: its rows of every o_proj and down_proj are zero (attention and the MLP
+      add to the residual stream only through them; q/k norms act inside attention, and the vision merger and
+      the deepstack features are added at vision positions only), so at a text position it still holds the
+      feature of the token there, up to the final RMSNorm's per-position scale;
+    - lm_head reads it for <|im_end|> only (its column is zero for every other token).
+    So P(<|im_end|>) after a token grows with that token's feature: a few percent per token on average under
+    the cookbook's sampling, answers of some tens of tokens. Greedy decoding ends too (after a few tokens).
+    """
+    text = model.model.language_model
+    dim = text.config.hidden_size - 1
+    gen = torch.Generator().manual_seed(SEED + 2)
+    with torch.no_grad():
+        embed = text.embed_tokens.weight
+        feature = torch.rand(embed.shape[0], generator=gen) * END_FEATURE_MAX
+        embed[:, dim] = feature.to(embed.dtype)
+        for layer in text.layers:
+            layer.self_attn.o_proj.weight[dim, :] = 0
+            layer.mlp.down_proj.weight[dim, :] = 0
+        model.lm_head.weight[:, dim] = 0
+        model.lm_head.weight[end_id, dim] = END_LOGIT_WEIGHT
+
+
 def build_qwen3vl(out: Path) -> None:
     torch.manual_seed(SEED)
     tok = train_tokenizer(random.Random(SEED))
@@ -222,6 +260,7 @@ def build_qwen3vl(out: Path) -> None:
     )
     config.architectures = ["Qwen3VLForConditionalGeneration"]
     model = Qwen3VLForConditionalGeneration(config).to(torch.bfloat16).eval()
+    add_end_of_turn_habit(model, ids["<|im_end|>"])
     model.save_pretrained(out)
     GenerationConfig(
         bos_token_id=ids["<|endoftext|>"],
