@@ -111,7 +111,7 @@ CHAT_TEMPLATE = r"""{%- set image_count = namespace(value=0) -%}
 # 1.2 -> 16 (171), 1.5 -> 9 (81); at the default profile (0.7, 0.8, 20) 1.0 -> 30 (281); greedy 1.0 -> 3.
 # Feature values are uniform in [0, END_FEATURE_MAX), the embeddings' own scale (std 0.02).
 END_FEATURE_MAX = 0.04
-END_LOGIT_WEIGHT = 1.0
+END_LOGIT_WEIGHT = 1.2
 # Diffusers attention names of the native Cosmos 3 layout.
 COSMOS3_ATTENTION = {
     ".self_attn.q_proj.": ".self_attn.to_q.",
