@@ -22,13 +22,13 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
 )
 
 
-def _px(value: float | None, norm: float, size: int) -> float:
-    # parse_answer fills pixels when it knew the image size; otherwise scale the 0-1000 value here.
-    return float(value) if value is not None else norm / 1000.0 * size
+def _px(norm: float, size: int) -> float:
+    # Always from the 0-1000 value: the frame drawn on may be smaller than the camera image pixels refer to.
+    return norm / 1000.0 * size
 
 
 def _point(p: Point2D, width: int, height: int) -> tuple[int, int]:
-    return (round(_px(p.x, p.x_norm, width)), round(_px(p.y, p.y_norm, height)))
+    return (round(_px(p.x_norm, width)), round(_px(p.y_norm, height)))
 
 
 def _label(
@@ -60,8 +60,8 @@ def annotate(
     thickness = max(1, round(min(width, height) / 240))
     for i, box in enumerate(boxes):
         colour = PALETTE[i % len(PALETTE)]
-        p1 = (round(_px(box.x1, box.x1_norm, width)), round(_px(box.y1, box.y1_norm, height)))
-        p2 = (round(_px(box.x2, box.x2_norm, width)), round(_px(box.y2, box.y2_norm, height)))
+        p1 = (round(_px(box.x1_norm, width)), round(_px(box.y1_norm, height)))
+        p2 = (round(_px(box.x2_norm, width)), round(_px(box.y2_norm, height)))
         cv2.rectangle(out, p1, p2, colour, thickness, cv2.LINE_AA)
         _label(out, box.label, (p1[0], p1[1] - 4), colour, scale)
     for i, trajectory in enumerate(trajectories):

@@ -34,8 +34,15 @@ class Clip:
     start_ns: int
     end_ns: int
     fps: float  # the buffer's sampling rate; the true rate follows from the stamps
-    width: int
+    width: int  # [px] size of the frames in the clip (downscaled to the buffer's max_long_side)
     height: int
+    source_width: int = 0  # [px] size of the camera's own images (newest frame); 0: width / height
+    source_height: int = 0
+
+    @property
+    def source_size(self) -> tuple[int, int]:
+        """(width, height) of the camera's images: the pixel space answers are reported in."""
+        return (self.source_width or self.width, self.source_height or self.height)
 
     @property
     def duration_s(self) -> float:
@@ -146,7 +153,8 @@ class ClipBuffer:
             # A view (of a message buffer, or of a larger array) would pin memory the bound does not count.
             image = image.copy()
         if image is not frame.image:
-            frame = dataclasses.replace(frame, image=image)
+            height, width = frame.image.shape[:2]
+            frame = dataclasses.replace(frame, image=image, source_size=frame.source_size or (width, height))
         nbytes = int(image.nbytes)
         stamp = frame.stamp_ns
         with self._lock:
@@ -268,6 +276,7 @@ class ClipBuffer:
                 )
                 for f in frames
             )
+        source_width, source_height = frames[-1].source_size or (width, height)
         return Clip(
             camera=self.camera,
             frames=frames,
@@ -276,6 +285,8 @@ class ClipBuffer:
             fps=self.sample_fps,
             width=width,
             height=height,
+            source_width=source_width,
+            source_height=source_height,
         )
 
     def clear(self) -> None:

@@ -38,6 +38,9 @@ class Frame:
     stamp_ns: int
     image: np.ndarray
     frame_id: str = ""
+    # (width, height) of the image as the camera sent it when the buffer has downscaled `image`; None: the
+    # image's own size. Answers are given in pixels of the camera's image, whatever size the model saw.
+    source_size: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

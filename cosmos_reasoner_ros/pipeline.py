@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cosmos_reasoner_ros.client import Completion, ReasonerClient
@@ -217,7 +217,7 @@ class Pipeline:
         if cancel.is_set():
             raise RequestCancelled("cancelled while the answer was arriving")
 
-        width, height = media[0].width, media[0].height
+        width, height = self._pixel_space(p.clips, media[0])
         parsed = parse_answer(
             completion.text,
             task.answer_kind,
@@ -227,6 +227,13 @@ class Pipeline:
             reasoning=completion.reasoning,
         )
         return self._outcome(p, success=True, parsed=parsed)
+
+    @staticmethod
+    def _pixel_space(clips: Sequence[Clip], media: MediaRef) -> tuple[int, int]:
+        """The image size answers are reported in: the camera's own image, not the downscaled one sent (the
+        0-1000 space is relative, so the planner gets pixels of the image it knows); a tiled video's size."""
+        clip = next((c for c in clips if c.camera == media.camera), None)
+        return clip.source_size if clip is not None else (media.width, media.height)
 
     def _values(self, spec: RequestSpec) -> dict[str, str]:
         # The instruction fills the task's main placeholder (task, object, event, question, prompt: the first
@@ -262,6 +269,11 @@ class Pipeline:
             finished=time.monotonic(),
         )
         first_media = p.media[0] if p.media else None
+        width, height = (
+            self._pixel_space(p.clips, first_media)
+            if first_media
+            else (p.clips[0].source_size if p.clips else (0, 0))
+        )
         cameras = tuple(clip.camera for clip in p.clips) or spec.cameras
         return Outcome(
             request_id=spec.request_id,
@@ -279,8 +291,8 @@ class Pipeline:
             cameras=cameras,
             answer_camera=(first_media.camera if first_media and first_media.camera else "")
             or (cameras[0] if cameras else ""),
-            image_width=first_media.width if first_media else (p.clips[0].width if p.clips else 0),
-            image_height=first_media.height if first_media else (p.clips[0].height if p.clips else 0),
+            image_width=width,
+            image_height=height,
             model=c.model if c else "",
             prompt_tokens=c.prompt_tokens if c else 0,
             completion_tokens=c.completion_tokens if c else 0,

@@ -151,6 +151,10 @@ def test_resize_to_long_side(real_frames: list[np.ndarray]) -> None:
     expected = cv2.resize(big, (640, 360), interpolation=cv2.INTER_AREA)
     assert np.mean(np.abs(frame.image.astype(float) - expected)) < 2.0
     assert buffer.stats().fill_bytes == 640 * 360 * 3
+    # The camera's own size travels with the frame and the clip: answers are reported in its pixels.
+    assert frame.source_size == (1920, 1080)
+    clip = buffer.clip(1.0, end_ns=NS)
+    assert (clip.width, clip.height, clip.source_size) == (640, 360, (1920, 1080))
     # Smaller images are kept as they are.
     assert fit_long_side(real_frames[0], 1000) is real_frames[0]
 

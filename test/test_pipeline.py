@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import av
+import cv2
 import numpy as np
 import pytest
 
@@ -142,6 +143,25 @@ def test_points_in_pixels_of_the_image_sent(
         'You are given the task "pick up the cup"'
         in server.requests[-1]["messages"][-1]["content"][-1]["text"]
     )
+
+
+def test_points_in_pixels_of_the_camera_image_when_the_buffer_downscaled_it(
+    robot_frames: list[np.ndarray], server: ScriptedServer, tmp_path: Path
+) -> None:
+    """The model sees a 640-px image, the planner gets pixels of the camera's own 1288x952 image."""
+    buf = ClipBuffer("front", 4.0, 30.0, 512 * 1024 * 1024, 640)
+    for i, image in enumerate(robot_frames[:8]):
+        buf.add(Frame("front", T0 + i * NS // 4, cv2.resize(image, (1288, 952))))
+    server.push(ScriptedReply(text=TRAJECTORY))
+    out = make_pipeline(MultiCameraBuffer([buf]), tmp_path, server.base_url).run(
+        RequestSpec("r2b", "trajectory", instruction="pick up the cup")
+    )
+    assert out.success, out.error
+    assert (out.media[0].width, out.media[0].height) == (640, 474)
+    assert (out.image_width, out.image_height) == (1288, 952)
+    assert out.parsed is not None
+    pts = [(p.x, p.y) for p in out.parsed.trajectories[0].points]
+    np.testing.assert_allclose(pts, [(0.5 * 1288, 0.25 * 952), (0.6 * 1288, 0.4 * 952)])
 
 
 def test_grounding_uses_the_instruction_as_object(

@@ -129,7 +129,7 @@ def test_health_and_models(server: vllm_tier.SupervisedServer, client: openai.Op
     with urllib.request.urlopen(server.url + "/health", timeout=10) as response:
         assert response.status == 200
     assert [m.id for m in client.models.list().data] == [vllm_tier.SERVED_NAME]
-    assert server.ready["starts"] == 1 and server.ready["base_url"] == server.base_url
+    assert server.ready["starts"] >= 1 and server.ready["base_url"] == server.base_url
 
 
 @tier
