@@ -32,8 +32,9 @@ def publish_result(node: rclpy.node.Node, text: str) -> None:
     from interface_samples import sample_result
 
     pub.publish(sample_result(text))
-    _wait_for_subscriber(node, pub, 60.0)
-    time.sleep(2.0)  # keep the writer alive while the reader fetches the sample
+    # Stay alive until the test has read the sample and closes our stdin: waiting for a subscription count
+    # instead would race with a subscriber that reads the latched sample and leaves within one poll.
+    sys.stdin.read()
 
 
 def publish_images(node: rclpy.node.Node, count: int, rate_hz: float, width: int, height: int) -> None:

@@ -30,6 +30,9 @@ def robot_bag(robot_clip: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 @pytest.mark.ros
 @pytest.mark.slow
+# Discovery between two fresh processes has stalled for a minute on a loaded 2-core machine (seen once in a
+# full CI run, never alone): rerun, with the assertions unchanged.
+@pytest.mark.flaky(reruns=2, reruns_delay=2)
 def test_play_into_another_process_keeps_every_message_and_the_timing(
     robot_bag: Path, tmp_path: Path
 ) -> None:
@@ -63,6 +66,10 @@ def test_play_into_another_process_keeps_every_message_and_the_timing(
                 "/camera/camera_info:=/cam/info",
                 "--wait-for-subscribers",
                 "60",
+                # Deeper than the bag (130 messages): a reliable writer keeping only 10 would overwrite
+                # samples a subscriber slowed down by a loaded machine has not acknowledged yet.
+                "--qos-depth",
+                "200",
                 "--stats",
                 str(stats_file),
             ),
