@@ -7,6 +7,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +41,21 @@ def ros_domain() -> Iterator[str]:
 def robot_clip() -> Path:
     """The small real robot clip shipped with the package (see cosmos_reasoner_ros/data/README.md)."""
     return DATA / "robotics_next_action.mp4"
+
+
+@pytest.fixture(scope="session")
+def real_frames(robot_clip: Path) -> list[np.ndarray]:
+    """The robot clip's 26 frames, RGB uint8 644x476 (tests must not modify them)."""
+    cap = cv2.VideoCapture(str(robot_clip))
+    frames = []
+    while True:
+        ok, bgr = cap.read()
+        if not ok:
+            break
+        frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+    cap.release()
+    assert len(frames) >= 20
+    return frames
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -18,20 +17,6 @@ from cosmos_reasoner_ros.image_conversion import Frame
 
 NS = 1_000_000_000
 HZ30 = NS // 30  # 33_333_333 ns
-
-
-@pytest.fixture(scope="module")
-def real_frames(robot_clip: Path) -> list[np.ndarray]:
-    cap = cv2.VideoCapture(str(robot_clip))
-    frames = []
-    while True:
-        ok, bgr = cap.read()
-        if not ok:
-            break
-        frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-    cap.release()
-    assert len(frames) >= 20
-    return frames
 
 
 def small(value: int = 0) -> np.ndarray:

@@ -29,19 +29,6 @@ CODECS = ["h264", "mp4v"]
 Images = list[np.ndarray]
 
 
-@pytest.fixture(scope="module")
-def real_frames(robot_clip: Path) -> list[np.ndarray]:
-    cap = cv2.VideoCapture(str(robot_clip))
-    frames = []
-    while True:
-        ok, bgr = cap.read()
-        if not ok:
-            break
-        frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-    cap.release()
-    return frames
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> MediaStore:
     return MediaStore(tmp_path / "media")
