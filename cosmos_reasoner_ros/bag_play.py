@@ -21,6 +21,9 @@ from cosmos_reasoner_ros.errors import BagError
 QOS_CHOICES = ("reliable", "sensor_data", "transient_local")
 
 
+MATCH_SETTLE_S = 0.5  # [s] after every topic is matched, before the first message
+
+
 @dataclass(frozen=True)
 class PlayOptions:
     rate: float = 1.0  # playback speed factor (2.0: twice as fast)
@@ -134,6 +137,9 @@ class Player:
             if time.monotonic() > deadline or (stop is not None and stop.is_set()):
                 return False
             time.sleep(0.02)
+        # A writer counts a reader as matched before that reader has matched the writer; what is sent in
+        # between is lost for good with volatile durability (a replay's first frames): give it a moment.
+        time.sleep(MATCH_SETTLE_S)
         return True
 
     def run(

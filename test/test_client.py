@@ -435,8 +435,17 @@ def test_real_vllm_rejects_media_outside_the_allowed_path(vllm_server, tmp_path:
 def test_real_vllm_cancellation_mid_generation(vllm_server, robot_clip: Path) -> None:  # type: ignore[no-untyped-def]
     _, image = _real_media(vllm_server, robot_clip)
     request = build_request(
-        TaskCatalog.load().render("image_caption"), [image], RequestSettings(max_tokens=2000)
+        TaskCatalog.load().render("image_caption"), [image], RequestSettings(max_tokens=4000)
     )
+    # The tiny model ends its answers after tens of tokens: a grammar of 1000 digits keeps this one in flight
+    # for seconds, so the cancel always lands mid-generation.
+    long_answer = {
+        "type": "array",
+        "minItems": 1000,
+        "maxItems": 1000,
+        "items": {"type": "integer", "minimum": 0, "maximum": 9},
+    }
+    request.params.setdefault("extra_body", {})["structured_outputs"] = {"json": long_answer}
     cancel = threading.Event()
     with ReasonerClient(ClientSettings(base_url=vllm_server.base_url, read_timeout_s=120)) as client:
         start = time.monotonic()
