@@ -1,5 +1,5 @@
-"""Clips to MP4 (H.264 through PyAV, else MPEG-4 part 2 through OpenCV), frames to JPEG/PNG, as files
-or data: URLs.
+"""Clips to MP4 (H.264 or MPEG-4 part 2 through PyAV, MPEG-4 part 2 through OpenCV without PyAV), frames to
+JPEG/PNG, as files or data: URLs.
 
 The video is constant-rate at the clip's true frame rate (from its stamps), so the server's fps-based frame
 sampling sees the real time line: frame i sits at i / fps seconds, duration = frames / fps.
@@ -10,14 +10,12 @@ from __future__ import annotations
 import base64
 import bisect
 import errno
-import io
 import math
 import os
 import time
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -26,23 +24,21 @@ from cosmos_reasoner_ros.clip_buffer import Clip
 from cosmos_reasoner_ros.errors import ClipError
 from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaRef, MediaStore
+from cosmos_reasoner_ros.video_encoder import IntraEncoder, encoder_available, h264_available
 
-__all__ = ["CODECS", "ClipWriter", "MediaRef", "clip_frame_rate", "h264_available", "tile_clips"]
+__all__ = [
+    "CODECS",
+    "ClipWriter",
+    "MediaRef",
+    "clip_frame_rate",
+    "encoder_available",
+    "h264_available",
+    "tile_clips",
+]
 
 CODECS = ("auto", "h264", "mp4v")
 _IMAGE_FORMATS = {"jpeg": (".jpg", "image/jpeg"), "png": (".png", "image/png")}
 _NOMINAL_TOLERANCE = 0.05
-
-
-def h264_available() -> bool:
-    """PyAV with the libx264 encoder (the pip wheels of PyAV carry it)."""
-    try:
-        import av
-
-        av.codec.Codec("libx264", "w")
-    except Exception:  # ImportError, or a PyAV build without libx264
-        return False
-    return True
 
 
 def clip_frame_rate(clip: Clip) -> float:
@@ -140,32 +136,6 @@ def _nearest(stamps: list[int], stamp: int) -> int:
     return index if stamps[index] - stamp < stamp - stamps[index - 1] else index - 1
 
 
-def _encode_h264(images: list[np.ndarray], rate: Fraction) -> bytes:
-    import av
-
-    height, width = images[0].shape[:2]
-    out = io.BytesIO()
-    with av.open(out, mode="w", format="mp4") as container:
-        stream: Any = container.add_stream("libx264", rate=rate)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        # ultrafast: the server reads the clip once and encode time is request latency (veryfast: 5x slower,
-        # half the size); zerolatency's sliced threads split each frame across cores (wall time -30 % here).
-        # OpenCV's I420 conversion plus a zero-copy frame is 3x faster than swscale here; PyAV splits that
-        # buffer's chroma planes by whole rows, which needs a height divisible by 4.
-        stream.options = {"preset": "ultrafast", "tune": "zerolatency", "crf": "23"}
-        fast = height % 4 == 0
-        for index, image in enumerate(images):
-            if fast:
-                yuv = np.asarray(cv2.cvtColor(image, cv2.COLOR_RGB2YUV_I420), dtype=np.uint8)
-                frame = av.VideoFrame.from_numpy_buffer(yuv, format="yuv420p")
-            else:
-                frame = av.VideoFrame.from_ndarray(image, format="rgb24")
-            frame.pts = index
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))
-    return out.getvalue()
-
-
 def _encode_mp4v(images: list[np.ndarray], rate: Fraction, path: Path) -> None:
     height, width = images[0].shape[:2]
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), float(rate), (width, height))
@@ -201,21 +171,49 @@ def _nearly_full(directory: Path) -> bool:
 
 
 class ClipWriter:
-    """Writes clips and images into a MediaStore (or as data: URLs when inline) and prunes old files."""
+    """Writes clips and images into a MediaStore (or as data: URLs when inline) and prunes old files.
+
+    Videos go through PyAV's encoders on `encode_threads` threads (0: up to 4, one per CPU). MPEG-4 part 2
+    falls back to OpenCV's writer (one thread, about twice the time) when PyAV is absent, or always with
+    backend="opencv". `close` stops the encoding threads.
+    """
 
     def __init__(
-        self, store: MediaStore, codec: str = "auto", inline: bool = False, image_format: str = "jpeg"
+        self,
+        store: MediaStore,
+        codec: str = "auto",
+        inline: bool = False,
+        image_format: str = "jpeg",
+        encode_threads: int = 0,
+        backend: str = "auto",
     ) -> None:
         if codec not in CODECS:
             raise ValueError(f"codec must be one of {', '.join(CODECS)}, got {codec!r}")
         if image_format not in _IMAGE_FORMATS:
             raise ValueError(f"image_format must be jpeg or png, got {image_format!r}")
-        if codec == "h264" and not h264_available():
+        if backend not in ("auto", "pyav", "opencv"):
+            raise ValueError(f"backend must be auto, pyav or opencv, got {backend!r}")
+        h264 = backend != "opencv" and h264_available()
+        if codec == "h264" and not h264:
             raise ClipError("codec h264 needs PyAV with libx264 (pip install av); use codec auto or mp4v")
         self.store = store
-        self.codec = "h264" if codec == "h264" or (codec == "auto" and h264_available()) else "mp4v"
+        self.codec = "h264" if codec == "h264" or (codec == "auto" and h264) else "mp4v"
         self.inline = inline
         self.image_format = image_format
+        use_pyav = backend != "opencv" and encoder_available(self.codec)
+        if backend == "pyav" and not use_pyav:
+            raise ClipError(f"backend pyav needs PyAV with the {self.codec} encoder (pip install av)")
+        # None: OpenCV's mp4v writer
+        self._encoder = IntraEncoder(self.codec, encode_threads) if use_pyav else None
+
+    @property
+    def backend(self) -> str:
+        """Which library encodes the videos: pyav or opencv."""
+        return "opencv" if self._encoder is None else "pyav"
+
+    def close(self) -> None:
+        if self._encoder is not None:
+            self._encoder.close()
 
     # -- video ---------------------------------------------------------------------------------------------
 
@@ -230,11 +228,11 @@ class ClipWriter:
         fps = clip_frame_rate(clip)
         rate = Fraction(fps).limit_denominator(1000)
         path: Path | None
-        if self.codec == "h264":
+        if self._encoder is not None:
             try:
-                data = _encode_h264(images, rate)
+                data = self._encoder.encode(images, rate)
             except Exception as exc:
-                raise ClipError(f"H.264 encoding of camera {clip.camera!r} failed: {exc}") from exc
+                raise ClipError(f"{self.codec} encoding of camera {clip.camera!r} failed: {exc}") from exc
             path = None if self.inline else self.store.write_bytes(data, ".mp4")
         elif self.inline:
             with self.store.scratch(".mp4") as scratch:

@@ -941,6 +941,7 @@ class ReasonerNode(Node):
         self._health_stop.set()
         self._pool.shutdown(wait=True, cancel_futures=False)
         self._health_thread.join(timeout_s)
+        self.pipeline.writer.close()  # its encoding threads; no request is left to use them
         close = getattr(self.client, "close", None)
         if callable(close):
             close()

@@ -1,5 +1,6 @@
-"""Clip writing: both codecs decoded back by OpenCV and PyAV (count, size, fps, duration, pixels), images,
-data: URLs, tiling, retention, and real full / read-only file systems."""
+"""Clip writing: both codecs (and OpenCV's mp4v writer, the fallback without PyAV) decoded back by OpenCV and
+PyAV (count, size, fps, duration, pixels), images, data: URLs, tiling, retention, and real full / read-only
+file systems."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -25,13 +27,27 @@ from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
 
 NS = 1_000_000_000
-CODECS = ["h264", "mp4v"]
+CODECS = ["h264", "mp4v", "mp4v-opencv"]  # mp4v-opencv: OpenCV's writer, as on a machine without PyAV
 Images = list[np.ndarray]
+WriterFactory = Callable[..., ClipWriter]
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> MediaStore:
     return MediaStore(tmp_path / "media")
+
+
+@pytest.fixture
+def new_writer() -> WriterFactory:
+    """ClipWriter(store, codec, ...) where codec mp4v-opencv is OpenCV's writer."""
+
+    def make(store: MediaStore, codec: str, **kwargs: object) -> ClipWriter:
+        backend = "opencv" if codec.endswith("-opencv") else "pyav"
+        writer = ClipWriter(store, codec=codec.removesuffix("-opencv"), backend=backend, **kwargs)  # type: ignore[arg-type]
+        assert writer.backend == backend
+        return writer
+
+    return make
 
 
 def make_clip(images: list[np.ndarray], stamps: list[int], camera: str = "front", fps: float = 4.0) -> Clip:
@@ -73,13 +89,13 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_real_clip_decodes_in_opencv_and_pyav(
-    codec: str, real_frames: Images, store: MediaStore, record_property: pytest.FixtureRequest
+    codec: str, real_frames: Images, store: MediaStore, new_writer: WriterFactory
 ) -> None:
     if codec == "h264" and not h264_available():
         pytest.skip("needs PyAV with libx264")
     images = real_frames[:26]
     stamps = [5 * NS + i * 250_000_000 + (i % 3) * 4_000_000 for i in range(len(images))]  # 4 fps with jitter
-    ref = ClipWriter(store, codec=codec).write_clip(make_clip(images, stamps))
+    ref = new_writer(store, codec).write_clip(make_clip(images, stamps))
     assert ref.kind == "video" and ref.mime == "video/mp4" and ref.path is not None
     assert ref.url == ref.path.as_uri() and ref.path.parent == store.directory
     assert ref.size_bytes == ref.path.stat().st_size > 1000 and ref.encode_s > 0
@@ -91,7 +107,7 @@ def test_real_clip_decodes_in_opencv_and_pyav(
     assert (fps, count, width, height) == (4.0, 26, 644, 476)
     rate, duration, codec_name, av_frames, times = decode_pyav(ref.path)
     assert rate == 4.0 and duration == pytest.approx(6.5, abs=0.01) and len(av_frames) == 26
-    assert codec_name == {"h264": "h264", "mp4v": "mpeg4"}[codec]
+    assert codec_name == {"h264": "h264", "mp4v": "mpeg4", "mp4v-opencv": "mpeg4"}[codec]
     assert times == pytest.approx([i / 4 for i in range(26)])
     for source, opencv_frame, pyav_frame in zip(images, cv_frames, av_frames, strict=True):
         assert psnr(source, opencv_frame) > 30.0 and psnr(source, pyav_frame) > 30.0
@@ -99,12 +115,14 @@ def test_real_clip_decodes_in_opencv_and_pyav(
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_frame_rate_follows_the_true_stamps(codec: str, real_frames: Images, store: MediaStore) -> None:
+def test_frame_rate_follows_the_true_stamps(
+    codec: str, real_frames: Images, store: MediaStore, new_writer: WriterFactory
+) -> None:
     # A 2 Hz camera in a 4 fps buffer: the video must say 2 fps, or the model's time line is twice too fast.
     stamps = [i * 500_000_000 for i in range(8)]
     clip = make_clip(real_frames[:8], stamps, fps=4.0)
     assert clip_frame_rate(clip) == 2.0
-    ref = ClipWriter(store, codec=codec).write_clip(clip)
+    ref = new_writer(store, codec).write_clip(clip)
     assert ref.fps == 2.0 and ref.duration_s == 4.0
     fps, count, *_ = decode_opencv(ref.path)  # type: ignore[arg-type]
     assert (fps, count) == (2.0, 8)
@@ -135,9 +153,11 @@ def test_buffered_30hz_stream_writes_4fps(real_frames: Images, store: MediaStore
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_odd_sizes_are_padded_to_even(codec: str, real_frames: Images, store: MediaStore) -> None:
+def test_odd_sizes_are_padded_to_even(
+    codec: str, real_frames: Images, store: MediaStore, new_writer: WriterFactory
+) -> None:
     images = [img[:301, :401] for img in real_frames[:4]]
-    ref = ClipWriter(store, codec=codec).write_clip(make_clip(images, [i * 250_000_000 for i in range(4)]))
+    ref = new_writer(store, codec).write_clip(make_clip(images, [i * 250_000_000 for i in range(4)]))
     assert (ref.width, ref.height) == (402, 302)
     _, count, width, height, frames = decode_opencv(ref.path)  # type: ignore[arg-type]
     assert (count, width, height) == (4, 402, 302)
@@ -145,8 +165,10 @@ def test_odd_sizes_are_padded_to_even(codec: str, real_frames: Images, store: Me
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_inline_data_url(codec: str, real_frames: Images, store: MediaStore, tmp_path: Path) -> None:
-    ref = ClipWriter(store, codec=codec, inline=True).write_clip(
+def test_inline_data_url(
+    codec: str, real_frames: Images, store: MediaStore, tmp_path: Path, new_writer: WriterFactory
+) -> None:
+    ref = new_writer(store, codec, inline=True).write_clip(
         make_clip(real_frames[:6], [i * 250_000_000 for i in range(6)])
     )
     assert ref.path is None and ref.url.startswith("data:video/mp4;base64,")
@@ -237,10 +259,22 @@ def test_codec_choice(monkeypatch: pytest.MonkeyPatch, store: MediaStore) -> Non
         ClipWriter(store, codec="vp9")
     with pytest.raises(ValueError, match="image_format"):
         ClipWriter(store, image_format="gif")
+    with pytest.raises(ValueError, match="backend"):
+        ClipWriter(store, backend="ffmpeg")
+    assert (ClipWriter(store, backend="opencv").codec, ClipWriter(store, backend="opencv").backend) == (
+        "mp4v",
+        "opencv",
+    )
+    with pytest.raises(ClipError, match="PyAV"):
+        ClipWriter(store, codec="h264", backend="opencv")
     monkeypatch.setattr(clip_writer, "h264_available", lambda: False)
-    assert ClipWriter(store).codec == "mp4v"
+    assert ClipWriter(store).codec == "mp4v" and ClipWriter(store).backend == "pyav"
     with pytest.raises(ClipError, match="PyAV"):
         ClipWriter(store, codec="h264")
+    monkeypatch.setattr(clip_writer, "encoder_available", lambda _codec: False)  # no PyAV at all
+    assert ClipWriter(store).backend == "opencv"
+    with pytest.raises(ClipError, match="backend pyav"):
+        ClipWriter(store, backend="pyav")
     with pytest.raises(ClipError, match="no frames"):
         ClipWriter(store).write_clip(Clip("c", (), 0, 0, 4.0, 0, 0))
 
@@ -274,16 +308,21 @@ _CHILD = textwrap.dedent(
         except Exception as exc:
             results[name] = "WRONG " + type(exc).__name__ + ": " + str(exc)
 
-    for codec in ("h264", "mp4v"):
-        attempt("full_" + codec, lambda: ClipWriter(store, codec=codec).write_clip(clip))
-        attempt("full_inline_" + codec, lambda: ClipWriter(store, codec=codec, inline=True).write_clip(clip))
+    def writer(codec, **kwargs):
+        if codec == "opencv":  # OpenCV's mp4v writer, as without PyAV: it needs a file even for data: URLs
+            return ClipWriter(store, codec="mp4v", backend="opencv", **kwargs)
+        return ClipWriter(store, codec=codec, **kwargs)
+
+    for codec in ("h264", "mp4v", "opencv"):
+        attempt("full_" + codec, lambda: writer(codec).write_clip(clip))
+        attempt("full_inline_" + codec, lambda: writer(codec, inline=True).write_clip(clip))
     attempt("full_bytes", lambda: store.write_bytes(bytes(300_000), ".png"))
     results["left_after_full"] = sorted(p.name for p in (mount / "media").iterdir())
     attempt("small_image", lambda: ClipWriter(store).write_image(Frame("c", 0, noise[0][:8, :8])))
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
     attempt("ro_image", lambda: ClipWriter(store).write_image(Frame("c", 0, noise[0])))
-    attempt("ro_h264", lambda: ClipWriter(store, codec="h264").write_clip(clip))
-    attempt("ro_mp4v", lambda: ClipWriter(store, codec="mp4v").write_clip(clip))
+    for codec in ("h264", "mp4v", "opencv"):
+        attempt("ro_" + codec, lambda: writer(codec).write_clip(clip))
     print(json.dumps(results))
     """
 )
@@ -310,10 +349,11 @@ def test_full_and_read_only_file_systems(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout.strip().splitlines()[-1])
-    for name in ("full_h264", "full_mp4v", "full_inline_mp4v", "full_bytes"):
+    for name in ("full_h264", "full_mp4v", "full_opencv", "full_inline_opencv", "full_bytes"):
         assert "is full" in results[name], (name, results[name])
-    assert results["full_inline_h264"] == "written"  # encoded in memory: a data: URL needs no disk
+    for name in ("full_inline_h264", "full_inline_mp4v"):
+        assert results[name] == "written"  # encoded in memory: a data: URL needs no disk
     assert results["left_after_full"] == []  # no temporaries or partial clips remain
     assert results["small_image"] == "written"
-    for name in ("ro_image", "ro_h264", "ro_mp4v"):
+    for name in ("ro_image", "ro_h264", "ro_mp4v", "ro_opencv"):
         assert "is not writable" in results[name], (name, results[name])
