@@ -1,7 +1,11 @@
 """Encode benchmark: an 8 s clip at 4 fps, 640x480, from the real robot clip, written to a file per codec.
 
+cold: every frame new to the writer (the first trigger, or triggers further apart than the clip); the goal
+applies to it. sliding: a trigger every second of the stream, so 4 of the 32 frames are new and the others
+were encoded for the clip before (the writer keeps each buffered frame's packet). mp4v-opencv is OpenCV's
+writer, what a machine without PyAV gets; it encodes every clip whole.
 Prints the figures as JSON on its last line and writes them to bench/results/encode.json.
-Goal: median <= 40 ms.
+Goal: cold median <= 40 ms.
     ./run exec python bench/encode.py [--repeats 15] [--seconds 8] [--fps 4]
 """
 
@@ -55,10 +59,17 @@ def main() -> None:
     args = parser.parse_args()
 
     count = round(args.seconds * args.fps)
-    images = real_frames(count, args.width, args.height)
+    step = max(1, round(args.fps))  # frames per second of stream between sliding triggers
+    images = real_frames(count + step * args.repeats, args.width, args.height)
     period = round(1e9 / args.fps)
-    frames = tuple(Frame("bench", i * period, img) for i, img in enumerate(images))
-    clip = Clip("bench", frames, frames[0].stamp_ns, frames[-1].stamp_ns, args.fps, args.width, args.height)
+
+    def clip_of(first: int) -> Clip:
+        # New Frame objects: to the writer these are frames it has never seen.
+        frames = tuple(Frame("bench", (first + i) * period, images[first + i]) for i in range(count))
+        return Clip(
+            "bench", frames, frames[0].stamp_ns, frames[-1].stamp_ns, args.fps, args.width, args.height
+        )
+
     codecs = ["h264", "mp4v", "mp4v-opencv"] if h264_available() else ["mp4v-opencv"]
     results: dict[str, dict[str, float | int]] = {}
     with tempfile.TemporaryDirectory(prefix="crr-bench-encode-") as tmp:
@@ -68,19 +79,44 @@ def main() -> None:
             writer = ClipWriter(
                 store, codec=codec.removesuffix("-opencv"), backend="opencv" if opencv else "pyav"
             )
-            writer.write_clip(clip)  # warm-up: encoder libraries load on first use
-            times, cpu, sizes = [], [], []
+            writer.write_clip(clip_of(0))  # warm-up: encoder libraries load on first use
+            cold, cold_cpu, sizes = [], [], []
             for _ in range(args.repeats):
+                clip = clip_of(0)
                 cpu_start = time.process_time()
                 ref = writer.write_clip(clip)
-                cpu.append((time.process_time() - cpu_start) * 1000)
-                times.append(ref.encode_s * 1000)
+                cold_cpu.append((time.process_time() - cpu_start) * 1000)
+                cold.append(ref.encode_s * 1000)
                 sizes.append(ref.size_bytes)
+                assert ref.reused_frames == 0
+            # Sliding: consecutive triggers one second of stream apart share all but `step` frames.
+            stream = [Frame("bench", i * period, img) for i, img in enumerate(images)]
+            sliding, reused = [], []
+            for k in range(args.repeats + 1):
+                frames = tuple(stream[k * step : k * step + count])
+                ref = writer.write_clip(
+                    Clip(
+                        "bench",
+                        frames,
+                        frames[0].stamp_ns,
+                        frames[-1].stamp_ns,
+                        args.fps,
+                        args.width,
+                        args.height,
+                    )
+                )
+                if k:  # the first one is cold
+                    sliding.append(ref.encode_s * 1000)
+                    reused.append(ref.reused_frames)
+            writer.close()
             results[codec] = {
-                "median_ms": round(statistics.median(times), 1),
-                "median_cpu_ms": round(statistics.median(cpu), 1),
-                "min_ms": round(min(times), 1),
-                "max_ms": round(max(times), 1),
+                "median_ms": round(statistics.median(cold), 1),
+                "median_cpu_ms": round(statistics.median(cold_cpu), 1),
+                "min_ms": round(min(cold), 1),
+                "max_ms": round(max(cold), 1),
+                "sliding_median_ms": round(statistics.median(sliding), 1),
+                "sliding_max_ms": round(max(sliding), 1),
+                "sliding_reused_frames": int(statistics.median(reused)),
                 "size_bytes": int(statistics.median(sizes)),
                 "frames": count,
             }
@@ -92,7 +128,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "goal_median_ms": GOAL_MS,
         "codecs": results,
-        "goal_met": {codec: r["median_ms"] <= GOAL_MS for codec, r in results.items()},
+        "goal_met_cold": {codec: r["median_ms"] <= GOAL_MS for codec, r in results.items()},
     }
     out = ROOT / "bench" / "results" / "encode.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ import errno
 import math
 import os
 import time
+import weakref
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -76,6 +77,40 @@ def _even(images: list[np.ndarray]) -> list[np.ndarray]:
     if not (bottom or right):
         return images
     return [cv2.copyMakeBorder(img, 0, bottom, 0, right, cv2.BORDER_REPLICATE) for img in images]
+
+
+def _images(frames: Sequence[Frame], width: int, height: int) -> list[np.ndarray]:
+    """The frames as RGB images of one even size (the encoders' input)."""
+    return _even([_letterbox(_displayable(f.image), width, height) for f in frames])
+
+
+class _PacketCache:
+    """Encoded frames, kept as long as the frame object lives (keyed weakly on identity, not on stamps: a
+    looping bag repeats stamps with other pixels). Clips overlap, so each buffered frame is encoded once."""
+
+    def __init__(self) -> None:
+        # Single dict operations are atomic: request workers share the cache without a lock, and the weakref
+        # callback (run wherever the frame is freed) cannot deadlock against one.
+        self._entries: dict[int, tuple[weakref.ref[Frame], tuple[int, int], bytes]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, frame: Frame, size: tuple[int, int]) -> bytes | None:
+        entry = self._entries.get(id(frame))
+        if entry is None or entry[0]() is not frame or entry[1] != size:
+            return None
+        return entry[2]
+
+    def put(self, frame: Frame, size: tuple[int, int], packet: bytes) -> None:
+        key, entries = id(frame), self._entries
+
+        def forget(ref: weakref.ref[Frame]) -> None:
+            entry = entries.get(key)
+            if entry is not None and entry[0] is ref:
+                entries.pop(key, None)
+
+        entries[key] = (weakref.ref(frame, forget), size, packet)
 
 
 def _letterbox(image: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -203,6 +238,7 @@ class ClipWriter:
         use_pyav = backend != "opencv" and encoder_available(self.codec)
         if backend == "pyav" and not use_pyav:
             raise ClipError(f"backend pyav needs PyAV with the {self.codec} encoder (pip install av)")
+        self._packets = _PacketCache()
         # None: OpenCV's mp4v writer
         self._encoder = IntraEncoder(self.codec, encode_threads) if use_pyav else None
 
@@ -210,6 +246,11 @@ class ClipWriter:
     def backend(self) -> str:
         """Which library encodes the videos: pyav or opencv."""
         return "opencv" if self._encoder is None else "pyav"
+
+    @property
+    def cached_frames(self) -> int:
+        """Encoded frames kept for reuse (those of frames still buffered or held by a clip)."""
+        return len(self._packets)
 
     def close(self) -> None:
         if self._encoder is not None:
@@ -221,40 +262,54 @@ class ClipWriter:
         if not clip.frames:
             raise ClipError(f"clip of camera {clip.camera!r} has no frames")
         started = time.perf_counter()
-        images = [_displayable(f.image) for f in clip.frames]
-        height, width = images[-1].shape[:2]
-        images = _even([_letterbox(img, width, height) for img in images])
-        height, width = images[0].shape[:2]
-        fps = clip_frame_rate(clip)
-        rate = Fraction(fps).limit_denominator(1000)
+        height, width = clip.frames[-1].image.shape[:2]  # the newest frame's size; others are letterboxed
+        rate = Fraction(clip_frame_rate(clip)).limit_denominator(1000)
         path: Path | None
+        reused = 0
         if self._encoder is not None:
             try:
-                data = self._encoder.encode(images, rate)
+                data, reused = self._encode_pyav(self._encoder, clip.frames, width, height, rate)
             except Exception as exc:
                 raise ClipError(f"{self.codec} encoding of camera {clip.camera!r} failed: {exc}") from exc
             path = None if self.inline else self.store.write_bytes(data, ".mp4")
-        elif self.inline:
-            with self.store.scratch(".mp4") as scratch:
-                _encode_mp4v(images, rate, scratch)
-                _check_video(scratch, len(images))
-                data = scratch.read_bytes()
-            path = None
         else:
-            path = self.store.write_with(".mp4", lambda p: self._mp4v_into(images, rate, p))
-            data = b""
+            images = _images(clip.frames, width, height)
+            if self.inline:
+                with self.store.scratch(".mp4") as scratch:
+                    self._mp4v_into(images, rate, scratch)
+                    data = scratch.read_bytes()
+                path = None
+            else:
+                path = self.store.write_with(".mp4", lambda p: self._mp4v_into(images, rate, p))
+                data = b""
         return self._ref(
             kind="video",
             mime="video/mp4",
             data=data,
             path=path,
             started=started,
-            width=width,
-            height=height,
+            width=width + width % 2,
+            height=height + height % 2,
             camera=clip.camera,
-            frames=len(images),
+            frames=len(clip.frames),
             fps=float(rate),
+            reused=reused,
         )
+
+    def _encode_pyav(
+        self, encoder: IntraEncoder, frames: Sequence[Frame], width: int, height: int, rate: Fraction
+    ) -> tuple[bytes, int]:
+        """Frames encoded for an earlier clip are reused; the others are encoded (in parallel) and kept."""
+        size = (width + width % 2, height + height % 2)
+        packets = [self._packets.get(frame, size) for frame in frames]
+        missing = [index for index, packet in enumerate(packets) if packet is None]
+        if missing:
+            fresh = encoder.encode_frames(_images([frames[i] for i in missing], width, height))
+            for index, packet in zip(missing, fresh, strict=True):
+                packets[index] = packet
+                self._packets.put(frames[index], size, packet)
+        data = encoder.mux([p for p in packets if p is not None], size[0], size[1], rate)
+        return data, len(frames) - len(missing)
 
     def _mp4v_into(self, images: list[np.ndarray], rate: Fraction, path: Path) -> None:
         _encode_mp4v(images, rate, path)
@@ -307,6 +362,7 @@ class ClipWriter:
         camera: str,
         frames: int,
         fps: float,
+        reused: int = 0,
     ) -> MediaRef:
         if path is None:
             url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
@@ -330,4 +386,5 @@ class ClipWriter:
             frames=frames,
             fps=fps,
             duration_s=frames / fps if fps > 0 else 0.0,
+            reused_frames=reused,
         )

@@ -39,6 +39,7 @@ class MediaRef:
     frames: int = 1
     fps: float = 0.0  # frame rate written into the video's metadata (0 for images)
     duration_s: float = 0.0  # frames / fps: what a reader of the file sees
+    reused_frames: int = 0  # frames already encoded for an earlier, overlapping clip
 
 
 @dataclass(frozen=True)

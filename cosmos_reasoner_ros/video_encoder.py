@@ -91,15 +91,22 @@ class IntraEncoder:
     def encode(self, images: Sequence[np.ndarray], rate: Fraction) -> bytes:
         """RGB uint8 images of one even size (at least one) -> an MP4 at `rate` frames per second."""
         height, width = images[0].shape[:2]
+        return self.mux(self.encode_frames(images), width, height, rate)
+
+    def encode_frames(self, images: Sequence[np.ndarray]) -> list[bytes]:
+        """One self-contained packet per image (RGB uint8, one even size); runs of frames on the threads."""
+        if not images:
+            return []
+        height, width = images[0].shape[:2]
         runs = min(self.threads, len(images))
-        bounds = [len(images) * k // runs for k in range(runs + 1)]
-        chunks = [images[a:b] for a, b in itertools.pairwise(bounds)]
         if runs == 1:
-            packets = self._encode_run(chunks[0], width, height)
-        else:
-            futures = [self._pool.submit(self._encode_run, chunk, width, height) for chunk in chunks]
-            packets = [packet for future in futures for packet in future.result()]
-        return self._mux(packets, width, height, rate)
+            return self._encode_run(images, width, height)
+        bounds = [len(images) * k // runs for k in range(runs + 1)]
+        futures = [
+            self._pool.submit(self._encode_run, images[a:b], width, height)
+            for a, b in itertools.pairwise(bounds)
+        ]
+        return [packet for future in futures for packet in future.result()]
 
     # -- encoding ------------------------------------------------------------------------------------------
 
@@ -156,9 +163,9 @@ class IntraEncoder:
 
     # -- muxing --------------------------------------------------------------------------------------------
 
-    def _mux(self, packets: Sequence[bytes], width: int, height: int, rate: Fraction) -> bytes:
-        """Constant-rate MP4: frame i at i / rate seconds. The MP4 header takes the parameter sets from the
-        first packet."""
+    def mux(self, packets: Sequence[bytes], width: int, height: int, rate: Fraction) -> bytes:
+        """Packets of `encode_frames` (any of them, in any order, of one size) -> a constant-rate MP4: frame i
+        at i / rate seconds. The MP4 header takes the parameter sets from the first packet."""
         import av
 
         time_base = 1 / rate

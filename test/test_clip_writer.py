@@ -5,6 +5,8 @@ file systems."""
 from __future__ import annotations
 
 import base64
+import dataclasses
+import gc
 import json
 import os
 import shutil
@@ -357,3 +359,39 @@ def test_full_and_read_only_file_systems(tmp_path: Path) -> None:
     assert results["small_image"] == "written"
     for name in ("ro_image", "ro_h264", "ro_mp4v", "ro_opencv"):
         assert "is not writable" in results[name], (name, results[name])
+
+
+@pytest.mark.parametrize("codec", ["h264", "mp4v"])
+def test_overlapping_clips_encode_each_frame_once(
+    codec: str, real_frames: Images, store: MediaStore, new_writer: WriterFactory
+) -> None:
+    """A trigger every 2 s with 4 s clips: half of each clip was encoded for the one before."""
+    buffer = ClipBuffer("front", sample_fps=4, max_seconds=30, max_bytes=10**9, max_long_side=0)
+    writer = new_writer(store, codec)
+    refs, clips = [], []
+    for i in range(24):
+        buffer.add(Frame("front", 100 * NS + i * 250_000_000, real_frames[i]))
+        if i in (15, 23):
+            clips.append(buffer.clip(4.0))
+            refs.append(writer.write_clip(clips[-1]))
+    assert [r.frames for r in refs] == [16, 17] and [r.reused_frames for r in refs] == [0, 9]
+    fps, count, _, _, frames = decode_opencv(refs[1].path)  # type: ignore[arg-type]
+    assert (fps, count) == (4.0, 17)
+    for source, frame in zip(real_frames[7:24], frames, strict=True):
+        assert psnr(source, frame) > 30.0
+    # Frames are recognised by identity, not by stamp: a looping bag repeats stamps with other pixels.
+    looped = tuple(dataclasses.replace(f, image=real_frames[25 - k]) for k, f in enumerate(clips[1].frames))
+    again = writer.write_clip(dataclasses.replace(clips[1], frames=looped))
+    assert again.reused_frames == 0
+    frames = decode_opencv(again.path)[4]  # type: ignore[arg-type]
+    assert psnr(real_frames[25], frames[0]) > 30.0 and psnr(real_frames[7], frames[0]) < 25.0
+    # A new size for the newest frame: the older frames are letterboxed into it, not reused at the old size.
+    bigger = np.zeros((480, 648, 3), np.uint8)
+    grown = (*clips[1].frames[-3:], Frame("front", 200 * NS, bigger))
+    ref = writer.write_clip(dataclasses.replace(clips[1], frames=grown))
+    assert ref.reused_frames == 0 and (ref.width, ref.height) == (648, 480)
+    assert writer.cached_frames > 0
+    del buffer, clips, looped, grown, frames
+    gc.collect()
+    assert writer.cached_frames == 0  # kept only while the frames live
+    writer.close()
