@@ -56,7 +56,7 @@ def stats_ms(values: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=20, help="node request + direct request pairs")
+    parser.add_argument("--pairs", type=int, default=40, help="node request + direct request pairs")
     parser.add_argument(
         "--server-delay", type=float, default=1.0, help="[s] fixed delay of the scripted server"
     )
@@ -112,7 +112,9 @@ def main() -> None:
             QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE),
         )
         trigger = probe.create_client(Trigger, "/reasoner_node/trigger")
-        executor = MultiThreadedExecutor(num_threads=4, context=context)
+        executor = MultiThreadedExecutor(
+            num_threads=node.executor_threads + 1, context=context
+        )  # + the probe
         executor.add_node(node)
         executor.add_node(probe)
         spin = threading.Thread(target=executor.spin, daemon=True)

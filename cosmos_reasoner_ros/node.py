@@ -946,6 +946,14 @@ class ReasonerNode(Node):
         if callable(close):
             close()
 
+    @property
+    def executor_threads(self) -> int:
+        """Executor threads this node can keep busy: one per camera (each camera's callbacks are mutually
+        exclusive) plus one for triggers, goals and timers. rclpy's default is one per CPU, and on a robot's
+        many cores each extra thread only runs its own Python wait loop and competes for the GIL with the
+        request workers."""
+        return len(self.config.cameras) + 1
+
     def destroy_node(self) -> None:
         first = not self._shutting_down
         self.shutdown()
@@ -961,7 +969,7 @@ def main(args: list[str] | None = None) -> int:
         except ConfigError as exc:
             rclpy.logging.get_logger("reasoner_node").fatal(str(exc))
             return 2
-        executor = MultiThreadedExecutor()
+        executor = MultiThreadedExecutor(num_threads=node.executor_threads)
         executor.add_node(node)
         try:
             executor.spin()

@@ -59,7 +59,10 @@ class Harness:
         self.trigger = self.probe.create_client(Trigger, "/reasoner_node/trigger")
         self.action = ActionClient(self.probe, Reason, "/reasoner_node/reason")
         self.instruction_pub = self.probe.create_publisher(String, "/reasoner_node/instruction", reliable)
-        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        # As reasoner_node.main runs it, plus a thread for the probe.
+        self.executor = MultiThreadedExecutor(
+            num_threads=self.node.executor_threads + 1, context=self.context
+        )
         self.executor.add_node(self.node)
         self.executor.add_node(self.probe)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)

@@ -336,6 +336,7 @@ def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness
         camera_process("/test_cam/image_raw", W, H),
     ):
         h = harness_factory(base_params(server.base_url, tmp_path / "media", busy_policy="replace"))
+        assert h.node.executor_threads == 2  # one camera, plus triggers and timers
         h.wait_frames(3)
         # Malformed images on the camera topic are counted and logged, never raised; the stream goes on.
         bad_pub = h.probe.create_publisher(Image, "/test_cam/image_raw", qos_profile_sensor_data)
