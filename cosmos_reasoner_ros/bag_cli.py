@@ -55,6 +55,13 @@ def _add_play(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
         metavar="S",
         help="[s] wait for a subscriber on every topic before starting",
     )
+    p.add_argument(
+        "--drain",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="[s] after the last message, wait this long for reliable subscribers to acknowledge everything",
+    )
     p.add_argument("--stats", type=Path, help="write the lag statistics (JSON) here")
 
 
@@ -168,6 +175,7 @@ def _play(args: argparse.Namespace) -> int:
         qos_depth=args.qos_depth,
         topic_qos=dict(_pair(item) for item in args.topic_qos),
         wait_for_subscribers_s=args.wait_for_subscribers,
+        drain_s=args.drain,
     )
     options.check()
     with rclpy.init():

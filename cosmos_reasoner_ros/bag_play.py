@@ -37,12 +37,15 @@ class PlayOptions:
     qos_depth: int = 10
     topic_qos: Mapping[str, str] = field(default_factory=dict)  # bag topic -> QoS name, overriding `qos`
     wait_for_subscribers_s: float = 0.0  # [s] before starting, wait this long for every topic to be matched
+    # [s] after the last message, wait up to this long until reliable subscribers have acknowledged
+    # everything: a player that exits at once takes its last, not yet delivered messages with it.
+    drain_s: float = 5.0
 
     def check(self) -> None:
         if not self.rate > 0:
             raise BagError(f"rate must be > 0, got {self.rate}")
-        if self.loops < 0 or self.start_offset_s < 0 or self.qos_depth < 1:
-            raise BagError("loops and start offset must be >= 0, qos depth >= 1")
+        if self.loops < 0 or self.start_offset_s < 0 or self.qos_depth < 1 or self.drain_s < 0:
+            raise BagError("loops, start offset and drain must be >= 0, qos depth >= 1")
         for name in (self.qos, *self.topic_qos.values()):
             if name not in QOS_CHOICES:
                 raise BagError(f"unknown qos {name!r}; use one of {', '.join(QOS_CHOICES)}")
@@ -54,6 +57,7 @@ class PlayStats:
     per_topic: dict[str, int] = field(default_factory=dict)
     lags_s: list[float] = field(default_factory=list)  # actual - scheduled publish time, per message
     wall_s: float = 0.0
+    unacknowledged: list[str] = field(default_factory=list)  # topics not acknowledged within drain_s
 
     def summary(self) -> dict[str, Any]:
         lags = sorted(self.lags_s)
@@ -64,6 +68,7 @@ class PlayStats:
             "lag_median_ms": round(statistics.median(lags) * 1e3, 3) if lags else 0.0,
             "lag_p95_ms": round(lags[min(len(lags) - 1, int(0.95 * len(lags)))] * 1e3, 3) if lags else 0.0,
             "lag_max_ms": round(lags[-1] * 1e3, 3) if lags else 0.0,
+            "unacknowledged": list(self.unacknowledged),
         }
 
 
@@ -181,7 +186,22 @@ class Player:
                 stats.per_topic[topic] = stats.per_topic.get(topic, 0) + 1
             loop += 1
         stats.wall_s = time.monotonic() - begin
+        if not stop.is_set():
+            stats.unacknowledged = self.drain(self.options.drain_s)
         return stats
+
+    def drain(self, timeout_s: float) -> list[str]:
+        """Wait until reliable subscribers have acknowledged every message (best effort ones return at once);
+        returns the topics still waiting after `timeout_s`."""
+        from rclpy.duration import Duration
+
+        deadline = time.monotonic() + timeout_s
+        waiting = []
+        for topic, publisher in {id(p): (t, p) for t, p in self.publishers.values()}.values():
+            left = max(0.0, deadline - time.monotonic())
+            if not publisher.wait_for_all_acked(Duration(nanoseconds=round(left * 1e9))):
+                waiting.append(topic)
+        return waiting
 
     def close(self) -> None:
         self.reader.close()

@@ -30,9 +30,6 @@ def robot_bag(robot_clip: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 @pytest.mark.ros
 @pytest.mark.slow
-# Discovery between the two fresh processes stalls now and then on this machine (up to half the attempts
-# late in a long session, with or without the SHM profile; cause not found yet): rerun, assertions unchanged.
-@pytest.mark.flaky(reruns=4, reruns_delay=2)
 def test_play_into_another_process_keeps_every_message_and_the_timing(
     robot_bag: Path, tmp_path: Path
 ) -> None:
@@ -86,6 +83,9 @@ def test_play_into_another_process_keeps_every_message_and_the_timing(
             sub.wait()
     stats = json.loads(stats_file.read_text())
     assert stats["published"] == 130
+    # The player waited for the subscriber's acknowledgements before it exited: without that, the last
+    # message or two died with the player process in about a third of the runs.
+    assert stats["unacknowledged"] == []
     assert stats["per_topic"] == {"/camera/image_raw": 65, "/cam/info": 65}
     received = json.loads(received_file.read_text())
     images = [(stamp, t) for topic, stamp, t in received if topic == "/camera/image_raw"]

@@ -65,7 +65,6 @@ def _peer(*args: str) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.ros
-@pytest.mark.flaky(reruns=2, reruns_delay=2)  # discovery can stall on a loaded machine; assertions unchanged
 def test_result_published_by_another_process_arrives_intact() -> None:
     received: list[ReasonerResult] = []
     peer = _peer("result", "--text", "place the cube in the box")
@@ -88,7 +87,6 @@ def test_result_published_by_another_process_arrives_intact() -> None:
 
 @pytest.mark.ros
 @pytest.mark.slow
-@pytest.mark.flaky(reruns=2, reruns_delay=2)
 def test_shm_profile_delivers_720p_at_30hz_best_effort_without_loss() -> None:
     """Two processes, 1280x720 rgb8 at 30 Hz, best-effort QoS, the shipped SHM profile: no frame lost."""
     count = 90
