@@ -18,6 +18,10 @@ SHARED_MEDIA = ROOT.parent / "shared" / "media"
 # Isolate DDS traffic: only this machine, and domains no other concurrent test session uses.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+# Fast DDS reads its XML profile once per process, when the first participant appears: set here, the whole
+# session (and every process it starts) uses the shipped shared-memory profile, whichever test runs first,
+# as a robot's image publishers and reasoner_node should.
+os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds_shm.xml"))
 # Domain ids 1-100 only: higher ones put Fast DDS's ports in Linux's ephemeral range (32768-60999), where any
 # outgoing connection can take them. A new domain per test module: with localhost discovery, peers only try a
 # few participant indices, so participants left alive by one module could hide a new process from another.

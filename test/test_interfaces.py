@@ -90,30 +90,25 @@ def test_result_published_by_another_process_arrives_intact() -> None:
 def test_shm_profile_delivers_720p_at_30hz_best_effort_without_loss() -> None:
     """Two processes, 1280x720 rgb8 at 30 Hz, best-effort QoS, the shipped SHM profile: no frame lost."""
     count = 90
-    os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
+    assert os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] == str(PROFILE)  # conftest: this process and the peer
     seen: set[int] = set()
     sizes: set[int] = set()
-    try:
-        with rclpy.init():
-            node = rclpy.create_node("interface_test_image_sub")
+    with rclpy.init():
+        node = rclpy.create_node("interface_test_image_sub")
 
-            def on_image(msg: Image) -> None:
-                seen.add(int(msg.header.frame_id))
-                sizes.add(len(msg.data))
+        def on_image(msg: Image) -> None:
+            seen.add(int(msg.header.frame_id))
+            sizes.add(len(msg.data))
 
-            node.create_subscription(Image, "images", on_image, qos_profile_sensor_data)
-            executor = SingleThreadedExecutor()
-            executor.add_node(node)
-            spinner = threading.Thread(target=executor.spin, daemon=True)
-            spinner.start()
-            peer = _peer(
-                "images", "--count", str(count), "--rate", "30", "--width", "1280", "--height", "720"
-            )
-            assert peer.wait(timeout=60) == 0
-            executor.shutdown()
-            spinner.join(timeout=5)
-            node.destroy_node()
-    finally:
-        os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+        node.create_subscription(Image, "images", on_image, qos_profile_sensor_data)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spinner = threading.Thread(target=executor.spin, daemon=True)
+        spinner.start()
+        peer = _peer("images", "--count", str(count), "--rate", "30", "--width", "1280", "--height", "720")
+        assert peer.wait(timeout=60) == 0
+        executor.shutdown()
+        spinner.join(timeout=5)
+        node.destroy_node()
     assert sizes == {1280 * 720 * 3}
     assert seen == set(range(count)), f"lost {sorted(set(range(count)) - seen)}"

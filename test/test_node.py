@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -24,7 +23,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest_node import (
-    SHM_PROFILE,
     Collector,
     camera_process,
     intrinsics_k,
@@ -32,8 +30,6 @@ from conftest_node import (
     synthetic_depth_m,
     wait_until,
 )
-
-os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
 
 rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 from action_msgs.msg import GoalStatus  # noqa: E402

@@ -9,7 +9,6 @@ restart before handing it on. The model is random: assertions are on what the no
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -23,11 +22,9 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest_node import SHM_PROFILE, camera_process, wait_until
+from conftest_node import camera_process, wait_until
 
 from cosmos_reasoner_ros import vllm_tier
-
-os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
 
 rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 from conftest_harness import Harness, base_params  # noqa: E402
