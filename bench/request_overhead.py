@@ -80,6 +80,7 @@ def main() -> None:
         k: [] for k in ("wire", "encode", "wire_no_encode", "publish", "node", "direct")
     }
     frames_per_clip: list[int] = []
+    new_frames: list[int] = []  # frames of a clip not encoded for the one before (about 4 per second between)
     with (
         ScriptedServer(reply) as server,
         camera_process("/bench_cam/image_raw", 640, 480, rate=args.camera_rate),
@@ -170,6 +171,7 @@ def main() -> None:
                 rows["node"].append(t_node)
                 rows["direct"].append(t_direct)
                 frames_per_clip.append(outcome.clip_frames)
+                new_frames.append(sum(m.frames - m.reused_frames for m in outcome.media))
         finally:
             sdk.close()
             executor.shutdown()
@@ -188,6 +190,7 @@ def main() -> None:
             "sample_fps": args.sample_fps,
             "frames": statistics.median(frames_per_clip),
             "codec": args.codec,
+            "new_frames_per_clip": {"median": statistics.median(new_frames), "max": max(new_frames)},
         },
         "server_delay_s": args.server_delay,
         "pairs": args.pairs,

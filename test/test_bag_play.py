@@ -202,6 +202,9 @@ def test_lag_summary_and_remap_parsing() -> None:
         PlayOptions(rate=0).check()
     with pytest.raises(BagError, match="unknown qos 'fast'"):
         PlayOptions(topic_qos={"/a": "fast"}).check()
+    with pytest.raises(BagError, match="drain"):
+        PlayOptions(drain_s=-1).check()
+    assert s["unacknowledged"] == []
 
 
 @pytest.mark.ros
