@@ -146,8 +146,8 @@ class ClipBuffer:
                 self._decimated += 1
             return due
 
-    def add(self, frame: Frame) -> bool:
-        """Keep a decoded frame if it is due (resized to max_long_side); False when dropped."""
+    def add(self, frame: Frame) -> Frame | None:
+        """Keep a frame if it is due (resized to max_long_side): the frame as kept, None when dropped."""
         image = fit_long_side(frame.image, self.max_long_side)
         if image is frame.image and image.base is not None:
             # A view (of a message buffer, or of a larger array) would pin memory the bound does not count.
@@ -161,18 +161,18 @@ class ClipBuffer:
             self._check_jump(stamp)
             if nbytes > self.max_bytes or not self._due(stamp):
                 self._dropped += 1
-                return False
+                return None
             index = bisect.bisect_left(self._stamps, stamp)
             if index < len(self._stamps) and self._stamps[index] == stamp:
                 self._dropped += 1
-                return False
+                return None
             self._stamps.insert(index, stamp)
             self._frames.insert(index, frame)
             self._bytes += nbytes
             self._added += 1
             self._advance_grid(stamp)
             self._evict()
-            return True
+            return frame
 
     def _observe(self, stamp: int) -> None:
         if self._last_seen_ns is not None:

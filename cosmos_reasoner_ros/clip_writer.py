@@ -12,6 +12,8 @@ import bisect
 import errno
 import math
 import os
+import queue
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -31,6 +33,7 @@ __all__ = [
     "CODECS",
     "ClipWriter",
     "MediaRef",
+    "PreEncoder",
     "clip_frame_rate",
     "encoder_available",
     "h264_available",
@@ -256,6 +259,18 @@ class ClipWriter:
         if self._encoder is not None:
             self._encoder.close()
 
+    def prepare(self, frame: Frame) -> bool:
+        """Encode a buffered frame now, in the calling thread, for the clips that will contain it; False when
+        this writer keeps no packets (OpenCV's writer encodes whole clips)."""
+        if self._encoder is None:
+            return False
+        height, width = frame.image.shape[:2]
+        size = (width + width % 2, height + height % 2)
+        if self._packets.get(frame, size) is None:
+            (packet,) = self._encoder.encode_frames(_images([frame], width, height))
+            self._packets.put(frame, size, packet)
+        return True
+
     # -- video ---------------------------------------------------------------------------------------------
 
     def write_clip(self, clip: Clip) -> MediaRef:
@@ -388,3 +403,41 @@ class ClipWriter:
             duration_s=frames / fps if fps > 0 else 0.0,
             reused_frames=reused,
         )
+
+
+class PreEncoder:
+    """Encodes buffered frames on a background thread as they arrive, so that a clip at trigger time only
+    muxes packets. `submit` never blocks: when the thread falls behind, the frame is left to its clip."""
+
+    def __init__(self, writer: ClipWriter, queue_size: int = 16) -> None:
+        self.writer = writer
+        self.encoded = 0
+        self.skipped = 0  # queue full: encoded with its clip instead
+        self.failed = 0
+        self.last_error = ""
+        self._queue: queue.Queue[Frame | None] = queue.Queue(maxsize=queue_size)
+        self._thread = threading.Thread(target=self._run, name="pre-encode", daemon=True)
+        self._thread.start()
+
+    def submit(self, frame: Frame) -> bool:
+        try:
+            self._queue.put_nowait(frame)
+        except queue.Full:
+            self.skipped += 1
+            return False
+        return True
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop after the frames already queued; idempotent."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while (frame := self._queue.get()) is not None:
+            try:
+                self.writer.prepare(frame)
+                self.encoded += 1
+            except Exception as exc:  # the clip encodes the frame again and reports a real failure
+                self.failed += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"

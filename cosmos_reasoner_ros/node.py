@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import itertools
+import math
 import re
 import threading
 import time
@@ -37,7 +38,7 @@ from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.annotation import annotate
 from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.clip_buffer import ClipBuffer, MultiCameraBuffer
-from cosmos_reasoner_ros.clip_writer import ClipWriter
+from cosmos_reasoner_ros.clip_writer import ClipWriter, PreEncoder
 from cosmos_reasoner_ros.errors import BusyError, FrameError, ReasonerError, RequestCancelled, TaskError
 from cosmos_reasoner_ros.image_conversion import Frame, message_stamp_ns, message_to_array
 from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
@@ -101,6 +102,7 @@ class NodeConfig:
     codec: str
     image_format: str
     tiled: bool
+    pre_encode: str
     server_url: str
     model: str
     api_key_env: str
@@ -155,6 +157,10 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "codec": ("auto", "clip codec: auto (H.264 when PyAV is present, else mp4v), h264 or mp4v"),
     "image_format": ("jpeg", "still image format for image tasks: jpeg or png"),
     "tiled": (False, "several cameras: one tiled video instead of one video per camera"),
+    "pre_encode": (
+        "auto",
+        "encode kept frames as they arrive: auto (while the timer runs or after a trigger), on or off",
+    ),
     "server_url": ("http://127.0.0.1:8000/v1", "OpenAI-compatible base URL of the vLLM server"),
     "model": ("", "served model name; empty: the first model the server lists"),
     "api_key_env": ("COSMOS_REASONER_API_KEY", "name of the environment variable holding the API key"),
@@ -247,6 +253,8 @@ def validate(cfg: NodeConfig) -> list[str]:
         "media_max_age_s": cfg.media_max_age_s,
     }
     problems += [f"{k}: must be >= 0, got {v}" for k, v in non_negative.items() if v < 0]
+    if cfg.pre_encode not in ("auto", "on", "off"):
+        problems.append(f"pre_encode: must be auto, on or off, got {cfg.pre_encode!r}")
     if cfg.max_in_flight < 1:
         problems.append(f"max_in_flight: must be >= 1, got {cfg.max_in_flight}")
     if cfg.busy_policy not in BUSY_POLICIES:
@@ -388,6 +396,12 @@ class ReasonerNode(Node):
                 wait_for_server_s=cfg.wait_for_server_s,
             ),
         )
+        # Frames encoded on arrival make a clip at trigger time a matter of muxing; "auto" spends that CPU
+        # only while triggers come (the timer, or a trigger within the last buffer_seconds).
+        self._pre_encoder = (
+            PreEncoder(writer) if cfg.pre_encode != "off" and writer.backend == "pyav" else None
+        )
+        self._last_trigger = -math.inf
         workers = cfg.workers or len(cfg.cameras) * cfg.max_in_flight + 1
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reasoner-worker")
 
@@ -532,8 +546,11 @@ class ReasonerNode(Node):
                     return
                 image = message_to_array(msg, copy=False)  # add() resizes or copies: no second copy
                 frame_id = frame_id_override or msg.header.frame_id
-                if buffer.add(Frame(camera=camera, stamp_ns=stamp, image=image, frame_id=frame_id)):
+                kept = buffer.add(Frame(camera=camera, stamp_ns=stamp, image=image, frame_id=frame_id))
+                if kept is not None:
                     stats.added += 1
+                    if self._pre_encoder is not None and self._pre_encoding():
+                        self._pre_encoder.submit(kept)
                     if not self._frame_ids[camera]:
                         self._frame_ids[camera] = frame_id
                 else:
@@ -596,6 +613,14 @@ class ReasonerNode(Node):
             trigger_time=time.monotonic(),
         )
 
+    def _pre_encoding(self) -> bool:
+        cfg = self.config
+        return (
+            cfg.pre_encode == "on"
+            or cfg.trigger_period_s > 0
+            or time.monotonic() - self._last_trigger < cfg.buffer_seconds
+        )
+
     def submit(
         self,
         spec: RequestSpec,
@@ -604,6 +629,7 @@ class ReasonerNode(Node):
         cancel: threading.Event | None = None,
     ) -> _Job:
         """Queue one request; its outcome is published exactly once (busy and replaced ones included)."""
+        self._last_trigger = time.monotonic()
         group = tuple(sorted(spec.cameras or (c.name for c in self.config.cameras)))
         job = _Job(spec=spec, group=group, on_progress=on_progress, on_done=on_done)
         if cancel is not None:
@@ -879,6 +905,9 @@ class ReasonerNode(Node):
             "last_ttft_s": last["ttft_s"],
             "last_error_kind": last["error_kind"],
             "depth_points_dropped": dropped_points,
+            "frames_pre_encoded": self._pre_encoder.encoded if self._pre_encoder else 0,
+            "frames_pre_encode_skipped": self._pre_encoder.skipped if self._pre_encoder else 0,
+            "frames_encoded_kept": self.pipeline.writer.cached_frames,
         }
         values.update({f"failed_{k}": v for k, v in sorted(failures.items())})
         statuses.append(diagnostic_status("reasoner_node: requests", level, message, values))
@@ -941,6 +970,8 @@ class ReasonerNode(Node):
         self._health_stop.set()
         self._pool.shutdown(wait=True, cancel_futures=False)
         self._health_thread.join(timeout_s)
+        if self._pre_encoder is not None:
+            self._pre_encoder.close()
         self.pipeline.writer.close()  # its encoding threads; no request is left to use them
         close = getattr(self.client, "close", None)
         if callable(close):

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +24,13 @@ import pytest
 
 from cosmos_reasoner_ros import clip_writer
 from cosmos_reasoner_ros.clip_buffer import Clip, ClipBuffer
-from cosmos_reasoner_ros.clip_writer import ClipWriter, clip_frame_rate, h264_available, tile_clips
+from cosmos_reasoner_ros.clip_writer import (
+    ClipWriter,
+    PreEncoder,
+    clip_frame_rate,
+    h264_available,
+    tile_clips,
+)
 from cosmos_reasoner_ros.errors import ClipError
 from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
@@ -395,3 +402,37 @@ def test_overlapping_clips_encode_each_frame_once(
     gc.collect()
     assert writer.cached_frames == 0  # kept only while the frames live
     writer.close()
+
+
+def test_pre_encoder_encodes_on_arrival_and_never_blocks(
+    real_frames: Images, store: MediaStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = ClipWriter(store, codec="h264")
+    buffer = ClipBuffer("front", sample_fps=4, max_seconds=30, max_bytes=10**9, max_long_side=320)
+    pre = PreEncoder(writer)
+    for i in range(12):
+        kept = buffer.add(Frame("front", 100 * NS + i * 250_000_000, real_frames[i]))
+        assert kept is not None and kept.image.shape[1] == 320  # the buffer's own (downscaled) frame
+        assert pre.submit(kept)
+    pre.close()
+    assert (pre.encoded, pre.skipped, pre.failed) == (12, 0, 0)
+    ref = writer.write_clip(buffer.clip(2.75))
+    assert ref.frames == ref.reused_frames == 12  # the clip only muxed
+    _, count, width, _, frames = decode_opencv(ref.path)  # type: ignore[arg-type]
+    assert (count, width) == (12, 320) and psnr(cv2.resize(real_frames[11], (320, 236)), frames[-1]) > 30.0
+
+    # A thread that falls behind: submit still returns at once, and the frame is left to its clip.
+    release = threading.Event()
+    slow = PreEncoder(writer, queue_size=1)
+    monkeypatch.setattr(writer, "prepare", lambda frame: release.wait(10) and False)
+    results = [slow.submit(Frame("front", i, real_frames[i])) for i in range(5)]
+    assert results[0] and not results[-1] and slow.skipped >= 3
+    release.set()
+    slow.close()
+    monkeypatch.setattr(writer, "prepare", lambda frame: 1 / 0)
+    failing = PreEncoder(writer)
+    failing.submit(Frame("front", 0, real_frames[0]))
+    failing.close()
+    assert failing.failed == 1 and "ZeroDivisionError" in failing.last_error
+    writer.close()
+    assert not ClipWriter(store, backend="opencv").prepare(Frame("front", 0, real_frames[0]))

@@ -334,6 +334,9 @@ def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness
         h = harness_factory(base_params(server.base_url, tmp_path / "media", busy_policy="replace"))
         assert h.node.executor_threads == 2  # one camera, plus triggers and timers
         h.wait_frames(3)
+        assert (
+            h.node._pre_encoder is not None and h.node._pre_encoder.encoded == 0
+        )  # auto: idle, no trigger yet
         # Malformed images on the camera topic are counted and logged, never raised; the stream goes on.
         bad_pub = h.probe.create_publisher(Image, "/test_cam/image_raw", qos_profile_sensor_data)
         wait_until(lambda: bad_pub.get_subscription_count() > 0, 10.0, "camera subscriber")
@@ -356,6 +359,16 @@ def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness
         r1, r3 = h.result_for(first), h.result_for(third, 30.0)
         assert r1.success and r3.success and r3.instruction == "open the drawer"
         assert "open the drawer" in json.dumps(server.requests[-1])
+        # pre_encode auto: after a trigger, frames are encoded as they arrive (off the image callback).
+
+        def requests_status() -> dict[str, str]:
+            status = next(s for s in h.node.diagnostics().status if s.name.endswith("requests"))
+            return {kv.key: kv.value for kv in status.values}
+
+        wait_until(
+            lambda: int(requests_status()["frames_pre_encoded"]) >= 2, 10.0, "frames encoded on arrival"
+        )
+        assert int(requests_status()["frames_encoded_kept"]) >= 2
 
 
 def test_shutdown_cancels_in_flight_requests(tmp_path: Path, harness_factory: Any) -> None:
