@@ -397,10 +397,11 @@ class ReasonerNode(Node):
             ),
         )
         # Frames encoded on arrival make a clip at trigger time a matter of muxing; "auto" spends that CPU
-        # only while triggers come (the timer, or a trigger within the last buffer_seconds).
-        self._pre_encoder = (
-            PreEncoder(writer) if cfg.pre_encode != "off" and writer.backend == "pyav" else None
-        )
+        # only while triggers come (the timer, or a trigger within the last buffer_seconds). A tiled video
+        # is composed at trigger time, so its cameras' frames are never reused: nothing to encode ahead.
+        tiled = cfg.tiled and len(cfg.cameras) > 1
+        useful = cfg.pre_encode != "off" and writer.backend == "pyav" and not tiled
+        self._pre_encoder = PreEncoder(writer) if useful else None
         self._last_trigger = -math.inf
         workers = cfg.workers or len(cfg.cameras) * cfg.max_in_flight + 1
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reasoner-worker")

@@ -398,11 +398,13 @@ def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -
             Parameter("busy_policy", value="sometimes"),
             Parameter("clip_seconds", value=-1.0),
             Parameter("camera.camera.depth_topic", value="/depth"),
+            Parameter("pre_encode", value="always"),
         ]
         with pytest.raises(ConfigError) as err:
             ReasonerNode(parameter_overrides=overrides, context=context)
         text = str(err.value)
         assert "busy_policy" in text and "clip_seconds" in text and "camera_info_topic" in text
+        assert "pre_encode: must be auto, on or off" in text
         # Checks of the core modules surface the same way: a media directory that is a file, an unknown task.
         (tmp_path / "file").write_text("not a directory")
         for name, value, words in [
@@ -413,6 +415,28 @@ def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -
             extra = [] if name == "media_dir" else [Parameter("media_dir", value=str(tmp_path / "m"))]
             with pytest.raises(ConfigError, match=words):
                 ReasonerNode(parameter_overrides=[Parameter(name, value=value), *extra], context=context)
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def test_pre_encoding_only_where_packets_are_reused(tmp_path: Path) -> None:
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        for params, expected in [
+            ({}, True),
+            ({"pre_encode": "off"}, False),
+            ({"cameras": ["left", "right"]}, True),
+            ({"cameras": ["left", "right"], "tiled": True}, False),  # tiles are composed at trigger time
+            ({"codec": "mp4v"}, True),
+        ]:
+            overrides = [Parameter("media_dir", value=str(tmp_path / "m"))]
+            overrides += [Parameter(k, value=v) for k, v in params.items()]
+            node = ReasonerNode(parameter_overrides=overrides, context=context)
+            try:
+                assert (node._pre_encoder is not None) == expected, params
+            finally:
+                node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
 
