@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from cosmos_reasoner_ros.bag_make import source_frames
 from cosmos_reasoner_ros.clip_buffer import Clip
 from cosmos_reasoner_ros.clip_writer import ClipWriter, h264_available
 from cosmos_reasoner_ros.image_conversion import Frame
@@ -34,18 +34,8 @@ GOAL_MS = 40.0
 
 
 def real_frames(count: int, width: int, height: int) -> list[np.ndarray]:
-    cap = cv2.VideoCapture(str(CLIP))
-    frames = []
-    while True:
-        ok, bgr = cap.read()
-        if not ok:
-            break
-        frames.append(
-            cv2.resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), (width, height), interpolation=cv2.INTER_AREA)
-        )
-    cap.release()
-    if not frames:
-        sys.exit(f"cannot read {CLIP}")
+    size = (width, height)
+    frames = [cv2.resize(image, size, interpolation=cv2.INTER_AREA) for _, image in source_frames(CLIP)]
     return [frames[i % len(frames)] for i in range(count)]
 
 

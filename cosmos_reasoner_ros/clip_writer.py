@@ -75,11 +75,18 @@ def _displayable(image: np.ndarray) -> np.ndarray:
 
 def _even(images: list[np.ndarray]) -> list[np.ndarray]:
     """yuv420p needs even sizes: repeat the last row/column rather than cropping pixels away."""
+    if not images:
+        return images
     height, width = images[0].shape[:2]
     bottom, right = height % 2, width % 2
     if not (bottom or right):
         return images
     return [cv2.copyMakeBorder(img, 0, bottom, 0, right, cv2.BORDER_REPLICATE) for img in images]
+
+
+def _even_size(width: int, height: int) -> tuple[int, int]:
+    """The size `_even` pads to."""
+    return width + width % 2, height + height % 2
 
 
 def _images(frames: Sequence[Frame], width: int, height: int) -> list[np.ndarray]:
@@ -265,10 +272,7 @@ class ClipWriter:
         if self._encoder is None:
             return False
         height, width = frame.image.shape[:2]
-        size = (width + width % 2, height + height % 2)
-        if self._packets.get(frame, size) is None:
-            (packet,) = self._encoder.encode_frames(_images([frame], width, height))
-            self._packets.put(frame, size, packet)
+        self._packets_for(self._encoder, [frame], width, height)
         return True
 
     # -- video ---------------------------------------------------------------------------------------------
@@ -283,7 +287,8 @@ class ClipWriter:
         reused = 0
         if self._encoder is not None:
             try:
-                data, reused = self._encode_pyav(self._encoder, clip.frames, width, height, rate)
+                packets, reused = self._packets_for(self._encoder, clip.frames, width, height)
+                data = self._encoder.mux(packets, *_even_size(width, height), rate)
             except Exception as exc:
                 raise ClipError(f"{self.codec} encoding of camera {clip.camera!r} failed: {exc}") from exc
             path = None if self.inline else self.store.write_bytes(data, ".mp4")
@@ -297,34 +302,35 @@ class ClipWriter:
             else:
                 path = self.store.write_with(".mp4", lambda p: self._mp4v_into(images, rate, p))
                 data = b""
+        even_width, even_height = _even_size(width, height)
         return self._ref(
             kind="video",
             mime="video/mp4",
             data=data,
             path=path,
             started=started,
-            width=width + width % 2,
-            height=height + height % 2,
+            width=even_width,
+            height=even_height,
             camera=clip.camera,
             frames=len(clip.frames),
             fps=float(rate),
             reused=reused,
         )
 
-    def _encode_pyav(
-        self, encoder: IntraEncoder, frames: Sequence[Frame], width: int, height: int, rate: Fraction
-    ) -> tuple[bytes, int]:
-        """Frames encoded for an earlier clip are reused; the others are encoded (in parallel) and kept."""
-        size = (width + width % 2, height + height % 2)
-        packets = [self._packets.get(frame, size) for frame in frames]
-        missing = [index for index, packet in enumerate(packets) if packet is None]
-        if missing:
-            fresh = encoder.encode_frames(_images([frames[i] for i in missing], width, height))
-            for index, packet in zip(missing, fresh, strict=True):
-                packets[index] = packet
-                self._packets.put(frames[index], size, packet)
-        data = encoder.mux([p for p in packets if p is not None], size[0], size[1], rate)
-        return data, len(frames) - len(missing)
+    def _packets_for(
+        self, encoder: IntraEncoder, frames: Sequence[Frame], width: int, height: int
+    ) -> tuple[list[bytes], int]:
+        """One packet per frame at the (evened) width x height, and how many were reused: frames encoded
+        before are taken from the cache, the others are encoded (in parallel) and kept."""
+        size = _even_size(width, height)
+        cached = [self._packets.get(frame, size) for frame in frames]
+        missing = [index for index, packet in enumerate(cached) if packet is None]
+        fresh_images = _images([frames[i] for i in missing], width, height)
+        fresh = dict(zip(missing, encoder.encode_frames(fresh_images), strict=True))
+        for index, packet in fresh.items():
+            self._packets.put(frames[index], size, packet)
+        packets = [packet if packet is not None else fresh[index] for index, packet in enumerate(cached)]
+        return packets, len(frames) - len(missing)
 
     def _mp4v_into(self, images: list[np.ndarray], rate: Fraction, path: Path) -> None:
         _encode_mp4v(images, rate, path)

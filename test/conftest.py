@@ -7,9 +7,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
+
+from cosmos_reasoner_ros.bag_make import source_frames
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "cosmos_reasoner_ros" / "data"
@@ -50,14 +51,7 @@ def robot_clip() -> Path:
 @pytest.fixture(scope="session")
 def real_frames(robot_clip: Path) -> list[np.ndarray]:
     """The robot clip's 26 frames, RGB uint8 644x476 (tests must not modify them)."""
-    cap = cv2.VideoCapture(str(robot_clip))
-    frames = []
-    while True:
-        ok, bgr = cap.read()
-        if not ok:
-            break
-        frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-    cap.release()
+    frames = [image for _, image in source_frames(robot_clip)]
     assert len(frames) >= 20
     return frames
 
