@@ -90,7 +90,9 @@ def test_contexts_are_reused_per_size_and_bounded(
     try:
         for _ in range(3):
             encoder.encode([img[:240, :320] for img in real_frames[:4]], Fraction(4))
-        assert opened == [(320, 240), (320, 240)]  # one context per thread, opened once
+        # Six runs of frames over three clips: at most one context per thread was ever opened (one, when a
+        # run finished before the other started and handed its context on).
+        assert 1 <= len(opened) <= 2 and set(opened) == {(320, 240)}
         for side in (64, 96, 128, 160, 192):
             data = encoder.encode([img[:side, :side] for img in real_frames[:2]], Fraction(2))
             assert demux(data)[3][0].shape == (side, side, 3)
