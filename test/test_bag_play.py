@@ -94,7 +94,9 @@ def test_play_into_another_process_keeps_every_message_and_the_timing(
     assert [s for s, _ in images] == expected and sorted(infos) == expected
     # Arrival times follow the recorded stamps: offset of each arrival from its stamp, relative to the first.
     offsets = np.array([(t - images[0][1]) - (s - images[0][0]) / 1e9 for s, t in images])
-    err = np.abs(offsets)
+    # Measured against the typical offset, not the first arrival's: a reliable first message that the reader
+    # saw only on its repair (it matched the writer a moment late) arrives ~35 ms late and would shift all.
+    err = np.abs(offsets - np.median(offsets))
     median_ms, p95_ms = float(np.median(err) * 1e3), float(np.percentile(err, 95) * 1e3)
     print(
         f"\nplay timing: publish lag median {stats['lag_median_ms']} ms p95 {stats['lag_p95_ms']} ms; "
