@@ -15,6 +15,34 @@ class FrameError(ReasonerError):
     kind = "invalid_frame"
 
 
+class FrameTooLarge(FrameError):
+    """A frame declares more pixels than `max_pixels`: a decompression bomb, or a camera larger than
+    configured. Raised from the header alone, before any decoding; `width`, `height` as declared."""
+
+    def __init__(self, message: str, width: int = 0, height: int = 0, max_pixels: int = 0) -> None:
+        super().__init__(message)
+        self.width = width
+        self.height = height
+        self.max_pixels = max_pixels
+
+
+class NonColourImage(FrameError):
+    """A non-colour encoding (depth, mono16, ...) arrived on a colour camera topic; `encoding` names it."""
+
+    def __init__(self, message: str, encoding: str = "") -> None:
+        super().__init__(message)
+        self.encoding = encoding
+
+
+class ImplausibleStamp(FrameError):
+    """A header stamp further ahead of the receive time than `max_stamp_ahead_s` (clocks not synchronised, a
+    broken driver); `ahead_s` is by how much."""
+
+    def __init__(self, message: str, ahead_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.ahead_s = ahead_s
+
+
 class NoFramesError(ReasonerError):
     """Nothing was buffered in the requested time window."""
 
@@ -29,6 +57,11 @@ class ClipError(ReasonerError):
 
 class MediaPathError(ClipError):
     """A path would leave the media directory (`..`, absolute path elsewhere, symlink)."""
+
+
+class UnsafeMediaDirectory(MediaPathError):
+    """The media directory is not private to the node: reached through a symbolic link, owned by another
+    user, writable by others, or under a directory others control. The message names `media_dir` and a fix."""
 
 
 class TaskError(ReasonerError):
