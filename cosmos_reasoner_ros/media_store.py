@@ -2,6 +2,20 @@
 
 Names stay inside the directory, files appear atomically and privately, and retention deletes only
 our own files.
+
+Confinement (`secure_media_directory`): the node (often root on a robot) must never be steered into writing
+elsewhere, so the `media_dir` parameter is checked component by component from `/`, without trusting what
+anyone but root or the node's own user could have put in the way:
+- the media directory itself must be a real directory (not a symbolic link, whoever owns it), owned by the
+  node's effective user, and not writable by group or others (0700 is what the node creates);
+- every directory above it must be owned by root or by the node's user and not writable by group or others,
+  unless it has the sticky bit (like /tmp: others cannot rename or replace entries they do not own);
+- a symbolic link above it is followed only when root owns it (system links such as /var/run -> /run or
+  /lib -> usr/lib); a link owned by anyone else, the node's user included, is refused: give the real path.
+  A component the node was about to create that turns out to be a link is refused whoever owns it (a race).
+Missing components are created 0700 whatever the umask. The directory's identity (device, inode), owner and
+mode are checked again before every write, so a directory swapped or opened up later is refused as well.
+Files are created with O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600, under a temporary name, then renamed.
 """
 
 from __future__ import annotations
@@ -18,9 +32,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cosmos_reasoner_ros.errors import ClipError, MediaPathError
+from cosmos_reasoner_ros.errors import ClipError, MediaPathError, UnsafeMediaDirectory
 
-__all__ = ["MediaRef", "MediaStore", "RetentionPolicy"]
+__all__ = ["MediaRef", "MediaStore", "RetentionPolicy", "secure_media_directory"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,159 @@ _SUFFIXES = (".mp4", ".jpg", ".png")
 _TEMP_MAX_AGE_S = 3600.0  # temporaries of a crashed write
 
 
+_PARAMETER = "media_dir"
+_MAX_LINKS = 40  # as the kernel's ELOOP limit
+# Creating never follows a link and never reuses a name: a planted file or link makes the write fail.
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _unsafe(directory: Path | str, problem: str, fix: str) -> UnsafeMediaDirectory:
+    return UnsafeMediaDirectory(f"{_PARAMETER} {directory}: {problem}; {fix}")
+
+
+def _owner_is_trusted(info: os.stat_result, euid: int) -> bool:
+    return info.st_uid in (0, euid)
+
+
+def _others_can_write(info: os.stat_result) -> bool:
+    return bool(info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _check_final(directory: Path | str, real: Path, info: os.stat_result, euid: int) -> None:
+    """The media directory itself (`real`; `directory` as given): ours, and no one else can write into it."""
+    if stat.S_ISLNK(info.st_mode):
+        raise _unsafe(
+            directory,
+            f"is a symbolic link (to {_readlink(real)})",
+            f"set {_PARAMETER} to the real directory, not a link to it",
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise _unsafe(directory, "is not a directory", f"set {_PARAMETER} to a directory")
+    if info.st_uid != euid:
+        raise _unsafe(
+            directory,
+            f"is owned by uid {info.st_uid}, not by this node's user (uid {euid})",
+            f"set {_PARAMETER} to a directory this user owns (or one it can create), or chown it",
+        )
+    if _others_can_write(info):
+        raise _unsafe(
+            directory,
+            f"is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})",
+            f"chmod 700 {directory}, or set {_PARAMETER} to a private directory",
+        )
+
+
+def _readlink(path: Path | str) -> str:
+    try:
+        return str(Path(path).readlink())
+    except OSError:
+        return "?"
+
+
+def secure_media_directory(directory: Path | str, create: bool = True) -> Path:
+    """The media directory as an absolute real path, created 0700 (with 0700 parents) when missing.
+
+    Raises UnsafeMediaDirectory when the rules of this module's docstring are broken, ClipError when the
+    directory cannot be created. Relative paths are taken from the current directory.
+    """
+    euid = os.geteuid()
+    given = Path(directory).expanduser()
+    path = given if given.is_absolute() else Path.cwd() / given
+    pending = list(path.parts[1:])
+    resolved = Path(path.anchor or "/")
+    links = 0
+    while pending:
+        name = pending.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = resolved.parent  # the real parent: links before it were resolved already
+            continue
+        candidate = resolved / name
+        final = not pending
+        made = False
+        try:
+            info = os.lstat(candidate)
+        except FileNotFoundError:
+            if not create:
+                raise ClipError(f"{_PARAMETER} {given}: {candidate} does not exist") from None
+            _make_private(candidate, given)
+            made = True
+            info = os.lstat(candidate)
+        except OSError as exc:
+            raise ClipError(
+                f"cannot create media directory {given}: {candidate}: {exc.strerror or exc}"
+            ) from exc
+        if stat.S_ISLNK(info.st_mode):
+            if final:
+                _check_final(given, candidate, info, euid)  # raises: the media directory itself is a link
+            if not made and info.st_uid == 0:
+                links += 1
+                if links > _MAX_LINKS:
+                    raise _unsafe(given, "has too many levels of symbolic links", "give the real path")
+                target = candidate.readlink()
+                if target.is_absolute():
+                    resolved = Path("/")
+                pending = list(target.parts[1:] if target.is_absolute() else target.parts) + pending
+                continue
+            owner = "appeared while it was being created" if made else f"is owned by uid {info.st_uid}"
+            raise _unsafe(
+                given,
+                f"{candidate} is a symbolic link that {owner} (only root's system links are followed)",
+                f"set {_PARAMETER} to the real path{_real_hint(path)}",
+            )
+        if final:
+            _check_final(given, candidate, info, euid)
+            return candidate
+        if not stat.S_ISDIR(info.st_mode):
+            raise ClipError(f"cannot create media directory {given}: {candidate} is not a directory")
+        if not _owner_is_trusted(info, euid):
+            raise _unsafe(
+                given,
+                f"the directory {candidate} above it is owned by uid {info.st_uid} (neither root nor this "
+                f"node's user, uid {euid}), who could replace the media directory",
+                f"set {_PARAMETER} to a directory under one owned by root or by this user",
+            )
+        if _others_can_write(info) and not info.st_mode & stat.S_ISVTX:
+            raise _unsafe(
+                given,
+                f"the directory {candidate} above it is writable by group or others without the sticky bit "
+                f"(mode {stat.S_IMODE(info.st_mode):04o}), so they could replace the media directory",
+                f"chmod go-w {candidate}, or set {_PARAMETER} elsewhere",
+            )
+        resolved = candidate
+    # Only "/" (or a path of "." and "..") gets here: never a private directory.
+    _check_final(given, resolved, os.lstat(resolved), euid)
+    return resolved
+
+
+def _real_hint(path: Path) -> str:
+    try:
+        return f" ({path.resolve()})"
+    except (OSError, RuntimeError):
+        return ""
+
+
+def _make_private(candidate: Path, given: Path) -> None:
+    """mkdir 0700 whatever the umask. Whatever appeared there meanwhile is left to the caller's checks."""
+    try:
+        candidate.mkdir(0o700)
+    except FileExistsError:
+        return  # made by someone else between lstat and mkdir: the caller refuses a link, checks a directory
+    except OSError as exc:
+        raise ClipError(f"cannot create media directory {given}: {candidate}: {exc.strerror or exc}") from exc
+    # mkdir's mode is reduced by the umask (0700 can only lose bits). fchmod through a descriptor opened
+    # without following links: a link swapped in after mkdir fails to open and is refused by the caller.
+    try:
+        fd = os.open(candidate, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
 def _describe(exc: OSError, directory: Path) -> str:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"media directory {directory} is full ({exc.strerror})"
@@ -80,16 +247,9 @@ class MediaStore:
         self._own = re.compile(rf"{re.escape(prefix)}-\d{{8}}T\d{{9}}Z-[0-9a-f]{{12}}(?:\.mp4|\.jpg|\.png)")
         self._temp = re.compile(rf"\.{re.escape(prefix)}-tmp-[0-9a-f]{{32}}(?:\.mp4|\.jpg|\.png)")
         self._lock = threading.Lock()
-        path = Path(directory).expanduser()
-        try:
-            if not path.exists():
-                path.mkdir(mode=0o700, parents=True)
-                path.chmod(0o700)  # mkdir's mode is reduced by the umask
-            self.directory = path.resolve(strict=True)
-        except OSError as exc:
-            raise ClipError(f"cannot create media directory {path}: {exc.strerror or exc}") from exc
-        if not self.directory.is_dir():
-            raise ClipError(f"media directory {self.directory} is not a directory")
+        self.directory = secure_media_directory(directory)
+        info = os.lstat(self.directory)
+        self._identity = (info.st_dev, info.st_ino)
 
     # -- names ---------------------------------------------------------------------------------------------
 
@@ -127,29 +287,52 @@ class MediaStore:
     def _temp_path(self, suffix: str) -> Path:
         return self.directory / f".{self.prefix}-tmp-{uuid.uuid4().hex}{suffix}"
 
+    def check_directory(self) -> None:
+        """Refuse to go on when the directory was replaced or opened up since the store was created (the
+        rules of this module's docstring, checked again; a removed directory is created again)."""
+        secure_media_directory(self.directory)
+
+    def _create(self, temp: Path) -> int:
+        """A new private file, never through a link or over an existing name; returns its descriptor."""
+        fd = os.open(temp, _CREATE_FLAGS, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # the umask can only have removed bits; this states the mode once more
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
     def write_bytes(self, data: bytes, suffix: str) -> Path:
         """Write a complete file atomically; returns its final path."""
 
-        def write(path: Path) -> None:
-            with path.open("r+b") as handle:
-                handle.write(data)
+        def fill(fd: int, path: Path) -> None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
 
-        return self.write_with(suffix, write)
+        return self._write(suffix, fill)
 
     def write_with(self, suffix: str, write: Callable[[Path], None]) -> Path:
         """Let `write` fill a private temporary file (for encoders that need a file name), then rename it.
 
         OSError from the write (full disk, read-only directory) becomes ClipError; the temporary is removed.
         """
+        return self._write(suffix, lambda fd, path: write(path))
+
+    def _write(self, suffix: str, fill: Callable[[int, Path], None]) -> Path:
+        self.check_directory()
         final = self.directory / self.new_name(suffix)
         temp = self._temp_path(suffix)
         try:
-            # Created private before any encoder opens it: opening for writing keeps the mode.
-            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            write(temp)
-            if temp.stat().st_size == 0:
+            # Created private before any encoder opens it by name: opening for writing keeps the mode.
+            fd = self._create(temp)
+            try:
+                fill(fd, temp)
+            finally:
+                os.close(fd)
+            if os.lstat(temp).st_size == 0:
                 raise ClipError(f"the encoder wrote nothing into {temp.name}")
-            temp.replace(final)
+            temp.rename(final)
         except OSError as exc:
             self._discard(temp)
             raise ClipError(_describe(exc, self.directory)) from exc
@@ -161,9 +344,10 @@ class MediaStore:
     @contextlib.contextmanager
     def scratch(self, suffix: str) -> Iterator[Path]:
         """A private temporary file in the media directory, deleted on exit (for inline data: URLs)."""
+        self.check_directory()
         temp = self._temp_path(suffix)
         try:
-            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.close(self._create(temp))
         except OSError as exc:
             raise ClipError(_describe(exc, self.directory)) from exc
         try:
@@ -212,9 +396,7 @@ class MediaStore:
         with self._lock:
             files = [(p, i) for p, i in self.own_files() if p.name not in protected]
             kept_count = len(protected)
-            total = sum(i.st_size for _, i in files) + sum(
-                (self.directory / n).stat().st_size for n in protected if (self.directory / n).is_file()
-            )
+            total = sum(i.st_size for _, i in files) + sum(self._size_of(n) for n in protected)
             doomed: list[Path] = []
             for index, (path, info) in enumerate(files):
                 remaining = len(files) - index + kept_count
@@ -238,6 +420,14 @@ class MediaStore:
                     f"cannot delete {path.name} from the media directory: {exc.strerror}"
                 ) from exc
         return deleted
+
+    def _size_of(self, name: str) -> int:
+        """Bytes of our regular file `name`; 0 for anything else (a link is not followed)."""
+        try:
+            info = os.lstat(self.directory / name)
+        except OSError:
+            return 0
+        return info.st_size if stat.S_ISREG(info.st_mode) else 0
 
     def _prune_temporaries(self, now: float) -> None:
         with contextlib.suppress(OSError):

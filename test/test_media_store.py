@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cosmos_reasoner_ros.errors import ClipError, MediaPathError
-from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
+from cosmos_reasoner_ros.errors import ClipError, MediaPathError, UnsafeMediaDirectory
+from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy, secure_media_directory
 
 OWN = re.compile(r"crr-\d{8}T\d{9}Z-[0-9a-f]{12}\.(mp4|jpg|png)")
 
@@ -93,26 +95,20 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
 
 def test_enospc_in_write_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = MediaStore(tmp_path / "media")
-    real_open = Path.open
+    real_write = os.write
+    written: list[int] = []
 
-    class FullDisk:
-        def __init__(self, handle: object) -> None:
-            self.handle = handle
-
-        def __enter__(self) -> FullDisk:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.handle.close()  # type: ignore[attr-defined]
-
-        def write(self, data: bytes) -> int:
+    def full_disk(fd: int, data: bytes) -> int:
+        if written:  # the first chunk fits, the disk fills up on the second
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written.append(real_write(fd, bytes(data)[:10]))
+        return written[-1]
 
-    monkeypatch.setattr(Path, "open", lambda self, *a, **k: FullDisk(real_open(self, *a, **k)))
+    monkeypatch.setattr(os, "write", full_disk)
     with pytest.raises(ClipError, match="is full"):
         store.write_bytes(b"x" * 100, ".jpg")
     monkeypatch.undo()
-    assert os.listdir(store.directory) == []
+    assert written == [10] and os.listdir(store.directory) == []
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="running as root: permission bits do not stop root's writes")
@@ -242,3 +238,198 @@ def test_invalid_names(tmp_path: Path) -> None:
         MediaStore(tmp_path, prefix="../x")
     with pytest.raises(ValueError, match="suffix"):
         MediaStore(tmp_path).write_bytes(b"#!/bin/sh", ".sh")
+
+
+# -- confinement of the media directory (issue 11, item 3) ---------------------------------------------------
+
+OTHER_UID = 4321  # a user that is neither root nor us
+ROOT = os.geteuid() == 0
+
+
+def victim_directory(tmp_path: Path) -> Path:
+    """Stands in for /etc: a directory the node must never write into."""
+    victim = tmp_path / "etc"
+    victim.mkdir(mode=0o755)
+    (victim / "passwd").write_text("root:x:0:0")
+    return victim
+
+
+def test_media_dir_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    """A `media_dir` linking to /etc was accepted and, as root, a clip landed in /etc."""
+    victim = victim_directory(tmp_path)
+    link = tmp_path / "media"
+    link.symlink_to(victim)
+    with pytest.raises(
+        UnsafeMediaDirectory, match=r"media_dir .*/media: is a symbolic link \(to .*/etc\); set media_dir"
+    ):
+        MediaStore(link)
+    to_etc = tmp_path / "etc-link"
+    to_etc.symlink_to("/etc")
+    with pytest.raises(UnsafeMediaDirectory, match="is a symbolic link"):
+        MediaStore(to_etc)
+    # Also a link to a directory of our own: the operator gives the real path, and no link is ever followed
+    # at the last component (a link there is what an attacker would plant).
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    (tmp_path / "own-link").symlink_to(own)
+    with pytest.raises(UnsafeMediaDirectory, match="is a symbolic link"):
+        MediaStore(tmp_path / "own-link")
+    assert sorted(os.listdir(victim)) == ["passwd"] and os.listdir(own) == []
+
+
+def test_open_directory_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    """An existing 0777 directory stayed 0777 and was used."""
+    for mode_bits in (0o777, 0o770, 0o702):
+        shared = tmp_path / f"shared-{mode_bits:o}"
+        shared.mkdir()
+        shared.chmod(mode_bits)
+        with pytest.raises(
+            UnsafeMediaDirectory, match=rf"writable by group or others \(mode 0{mode_bits:o}\); chmod 700 "
+        ):
+            MediaStore(shared)
+        assert mode(shared) == mode_bits and os.listdir(shared) == []  # refused, not silently changed
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a directory to another user needs root")
+def test_directory_of_another_user_is_refused(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    with pytest.raises(UnsafeMediaDirectory, match=rf"owned by uid {OTHER_UID}, not by this node's user"):
+        MediaStore(theirs)
+
+
+def test_parents_that_others_control_are_refused(tmp_path: Path) -> None:
+    """Whoever can write a parent can swap the media directory for a link after the check."""
+    open_parent = tmp_path / "open"
+    open_parent.mkdir()
+    open_parent.chmod(0o777)
+    with pytest.raises(UnsafeMediaDirectory, match=r"open above it is writable by group or others without"):
+        MediaStore(open_parent / "media")
+    assert os.listdir(open_parent) == []  # nothing created under it
+    # The sticky bit (as /tmp has) keeps others from renaming our entries: allowed.
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    store = MediaStore(sticky / "media")
+    assert store.directory == sticky / "media" and mode(store.directory) == 0o700
+    if ROOT:
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, OTHER_UID, OTHER_UID)
+        with pytest.raises(UnsafeMediaDirectory, match=rf"theirs above it is owned by uid {OTHER_UID}"):
+            MediaStore(theirs / "media")
+
+
+def test_links_above_the_directory(tmp_path: Path) -> None:
+    """Root's links (/var/run -> /run) are followed; anyone else's are refused, ours included."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)
+    link = tmp_path / "link"
+    link.symlink_to("real")  # relative target, as /lib -> usr/lib
+    if ROOT:  # a link root made: trusted like a system link
+        store = MediaStore(link / "media")
+        assert store.directory == real / "media" and mode(store.directory) == 0o700
+        os.lchown(link, OTHER_UID, OTHER_UID)
+    with pytest.raises(
+        UnsafeMediaDirectory, match=r"link is a symbolic link that is owned by uid \d+ \(only root"
+    ):
+        MediaStore(link / "other")
+    assert not (real / "other").exists()
+    # A component the node would create that appears as a link meanwhile is refused whoever owns it.
+    racer = tmp_path / "race"
+    original_mkdir = Path.mkdir
+
+    def plant_link(self: Path, mode: int = 0o777, parents: bool = False, exist_ok: bool = False) -> None:
+        if self == racer:
+            self.symlink_to(real)
+        original_mkdir(self, mode, parents, exist_ok)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "mkdir", plant_link)
+        with pytest.raises(UnsafeMediaDirectory, match="appeared while it was being created"):
+            MediaStore(racer / "raced")
+    assert racer.is_symlink() and not (real / "raced").exists()
+
+
+def test_created_parents_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        store = MediaStore(tmp_path / "a" / "b" / "media")
+        path = store.write_bytes(b"x", ".jpg")
+    finally:
+        os.umask(old)
+    for directory in (tmp_path / "a", tmp_path / "a" / "b", store.directory):
+        assert mode(directory) == 0o700, directory
+    assert mode(path) == 0o600
+    assert secure_media_directory(tmp_path / "a" / "b" / ".." / "b" / "media") == store.directory
+
+
+def test_directory_swapped_or_opened_after_start_is_refused(tmp_path: Path) -> None:
+    victim = victim_directory(tmp_path)
+    store = MediaStore(tmp_path / "media")
+    store.write_bytes(b"before", ".jpg")
+    (tmp_path / "media").rename(tmp_path / "moved")
+    (tmp_path / "media").symlink_to(victim)
+    with pytest.raises(UnsafeMediaDirectory, match="is a symbolic link"):
+        store.write_bytes(b"x", ".jpg")
+    with pytest.raises(UnsafeMediaDirectory, match="is a symbolic link"), store.scratch(".mp4"):
+        pass
+    assert sorted(os.listdir(victim)) == ["passwd"]
+    (tmp_path / "media").unlink()
+    (tmp_path / "moved").rename(tmp_path / "media")
+    store.directory.chmod(0o777)
+    with pytest.raises(UnsafeMediaDirectory, match="writable by group or others"):
+        store.write_bytes(b"x", ".jpg")
+    # Removed altogether (a /tmp cleaner): created again, private, on the next write.
+    for entry in store.directory.iterdir():
+        entry.unlink()
+    store.directory.rmdir()
+    path = store.write_bytes(b"after", ".jpg")
+    assert path.read_bytes() == b"after" and mode(store.directory) == 0o700
+
+
+def test_files_are_never_created_through_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    victim = victim_directory(tmp_path)
+    store = MediaStore(tmp_path / "media")
+    planted = store.directory / ".crr-tmp-planted.jpg"
+    planted.symlink_to(victim / "passwd")
+    monkeypatch.setattr(store, "_temp_path", lambda suffix: planted)
+    with pytest.raises(ClipError):
+        store.write_bytes(b"owned", ".jpg")
+    assert (victim / "passwd").read_text() == "root:x:0:0"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(
+        st.one_of(
+            st.sampled_from(["..", ".", "", "/", "media", "link.mp4", "sub", "etc", "passwd", "~", "\\"]),
+            st.text(min_size=1, max_size=8),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    absolute=st.booleans(),
+)
+def test_resolved_names_never_leave_the_directory(
+    fuzz_store: MediaStore, parts: list[str], absolute: bool
+) -> None:
+    name = "/".join(parts)
+    if absolute:
+        name = f"{fuzz_store.directory}/{name}"
+    try:
+        path = fuzz_store.resolve(name)
+    except (MediaPathError, ValueError):  # ValueError: a NUL byte, refused by the OS layer itself
+        return
+    assert path.parent == fuzz_store.directory and ".." not in path.parts and not path.is_symlink()
+
+
+@pytest.fixture(scope="module")
+def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> MediaStore:
+    root = tmp_path_factory.mktemp("fuzz")
+    store = MediaStore(root / "media")
+    (root / "etc").mkdir()
+    (store.directory / "sub").mkdir()
+    (store.directory / "link.mp4").symlink_to(root / "etc")
+    return store
