@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from support.paths import BENCH_RESULTS, ROBOT_CLIP, SHM_PROFILE
+from support.processes import module_cmd
 
-ROOT = Path(__file__).resolve().parents[1]
-CLIP = ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
-PROFILE = ROOT / "config" / "fastdds_shm.xml"
-sys.path.insert(0, str(ROOT))
+CLIP = ROBOT_CLIP
+PROFILE = SHM_PROFILE
 
-from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag  # noqa: E402
+from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag  # noqa: E402
 
 
 def bench_make(work: Path) -> dict[str, Any]:
@@ -55,8 +55,7 @@ def bench_play(bag: Path, frames: int, work: Path, profile: Path | None) -> dict
     received_file, stats_file = work / f"received_{name}.json", work / f"stats_{name}.json"
     sub = subprocess.Popen(
         [
-            sys.executable,
-            str(ROOT / "test" / "conftest_bag.py"),
+            *module_cmd("support.bag_subscriber"),
             "--topic",
             "/camera/image_raw=sensor_msgs/msg/Image",
             "--count",
@@ -76,7 +75,7 @@ def bench_play(bag: Path, frames: int, work: Path, profile: Path | None) -> dict
             [
                 sys.executable,
                 "-m",
-                "cosmos_reasoner_ros.bag_cli",
+                "cosmos_reasoner_ros.bag.cli",
                 "play",
                 str(bag),
                 "--topics",
@@ -120,7 +119,7 @@ def main() -> None:
             "shm_profile": bench_play(bag, make["rgb8"]["frames"], work, PROFILE),
         }
     result = {"clip": "robotics_next_action.mp4 at 30 Hz, 644x476", "make": make, "play": play}
-    out = ROOT / "bench" / "results" / "bag_play.json"
+    out = BENCH_RESULTS / "bag_play.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))

@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import cv2
+from support.paths import BENCH_RESULTS, ROBOT_CLIP
 
 from cosmos_reasoner_ros.clip_buffer import MultiCameraBuffer
 from cosmos_reasoner_ros.image_conversion import Frame
 
-ROOT = Path(__file__).resolve().parents[1]
-CLIP = ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
+CLIP = ROBOT_CLIP
 MIB = 1024 * 1024
 
 
@@ -98,7 +98,7 @@ def main() -> None:
         # The buffers' bytes stay within the bound; the process grows by the bound plus allocator slack.
         "within_bound": fill <= total_bound and rss - baseline_rss <= total_bound / MIB + 64,
     }
-    out = ROOT / "bench" / "results" / "buffer_memory.json"
+    out = BENCH_RESULTS / "buffer_memory.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary))

@@ -13,19 +13,18 @@ import json
 import statistics
 import threading
 import time
-from pathlib import Path
 
 import openai
+from support.paths import BENCH_RESULTS
+from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.errors import RequestCancelled
 from cosmos_reasoner_ros.parsing import parse_answer
 from cosmos_reasoner_ros.request_builder import RequestSettings, build_request
-from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "bench" / "results" / "client_parse.json"
+RESULT = BENCH_RESULTS / "client_parse.json"
 TRAJECTORY = (
     "<think>\nThe gripper is at the lower left, the cup in the middle: up and right, then down.\n"
     "</think>\n\n```json\n"

@@ -21,15 +21,15 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from support.paths import BENCH_RESULTS, ROBOT_CLIP
 
-from cosmos_reasoner_ros.bag_make import source_frames
+from cosmos_reasoner_ros.bag.make import source_frames
 from cosmos_reasoner_ros.clip_buffer import Clip
 from cosmos_reasoner_ros.clip_writer import ClipWriter, h264_available
 from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
 
-ROOT = Path(__file__).resolve().parents[1]
-CLIP = ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
+CLIP = ROBOT_CLIP
 GOAL_MS = 40.0
 
 
@@ -120,7 +120,7 @@ def main() -> None:
         "codecs": results,
         "goal_met_cold": {codec: r["median_ms"] <= GOAL_MS for codec, r in results.items()},
     }
-    out = ROOT / "bench" / "results" / "encode.json"
+    out = BENCH_RESULTS / "encode.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary))

@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-PROFILE = ROOT / "config" / "fastdds_shm.xml"
-CLIP = ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
+from support.paths import BENCH_RESULTS, ROBOT_CLIP, ROOT, SHM_PROFILE
+
+PROFILE = SHM_PROFILE
+CLIP = ROBOT_CLIP
 ROLES = ("bare", "typed", "encoding", "raw")
 GOAL_RATIO = 1.15
 
@@ -338,7 +339,7 @@ def orchestrate(args: argparse.Namespace) -> None:
             "cpu_per_message_ratio_vs_bare": round(per_message, 3) if per_message else None,
             "kept_vs_expected": {n: f"{c['kept']}/{c['expected_at_sample_fps']}" for n, c in cameras.items()},
         }
-    out = ROOT / "bench" / "results" / "ingest.json"
+    out = BENCH_RESULTS / "ingest.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary))

@@ -15,31 +15,32 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "test"))
+from support.paths import BENCH_RESULTS, SHM_PROFILE
+
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 200))
-os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds_shm.xml"))
+os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
 
-import openai  # noqa: E402
-import rclpy  # noqa: E402
-from conftest_node import Collector, camera_process, wait_until  # noqa: E402
-from cosmos_reasoner_ros.msg import ReasonerResult  # noqa: E402
-from rclpy.context import Context  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
-from std_srvs.srv import Trigger  # noqa: E402
+import openai
+import rclpy
+from cosmos_reasoner_ros.msg import ReasonerResult
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from std_srvs.srv import Trigger
+from support.camera_publisher import camera_process
+from support.collector import Collector
+from support.processes import wait_until
+from support.scripted_server import ScriptedReply, ScriptedServer
 
-from cosmos_reasoner_ros.node import ReasonerNode  # noqa: E402
-from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
+from cosmos_reasoner_ros.node import ReasonerNode
 
 ANSWER = "<think>\nThe gripper holds the cup above the table.\n</think>\n\nPlace the cup on the shelf."
 
@@ -204,7 +205,7 @@ def main() -> None:
         "ratio_of_medians": round(statistics.median(rows["node"]) / statistics.median(rows["direct"]), 4),
         "goals": {"overhead_p95_ms": 50, "ratio": 1.05},
     }
-    out = ROOT / "bench" / "results" / "request_overhead.json"
+    out = BENCH_RESULTS / "request_overhead.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures))

@@ -22,16 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import cv2
 import openai
+from support import vllm_tier
+from support.paths import BENCH_RESULTS, ROBOT_CLIP
 
-from cosmos_reasoner_ros import vllm_tier
-
-ROOT = Path(__file__).resolve().parents[1]
-CLIP = ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
+CLIP = ROBOT_CLIP
 PROMPT = "What can be the next immediate action?"
 
 
@@ -116,7 +114,7 @@ def main() -> int:
                 server.ready = server.wait_ready(600, after_starts=starts)
                 figures["restart_s"] = round(time.monotonic() - killed, 1)
         print(f"{name}: {json.dumps(figures)}", file=sys.stderr)
-    out = ROOT / "bench" / "results" / "vllm_tier.json"
+    out = BENCH_RESULTS / "vllm_tier.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(figures, indent=1) + "\n")
     print(json.dumps(figures))

@@ -118,9 +118,3 @@ class BusyError(ReasonerError):
     """Too many requests in flight for this camera group; the trigger was rejected."""
 
     kind = "busy"
-
-
-class BagError(ReasonerError):
-    """A bag could not be read or written: missing topics, unknown storage, truncated or corrupt file."""
-
-    kind = "invalid_request"

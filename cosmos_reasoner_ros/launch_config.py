@@ -8,10 +8,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-PACKAGE = "cosmos_reasoner_ros"
+from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, PACKAGE, config_file
+
 NODE_EXECUTABLE = "reasoner_node"
 NODE_NAME = "reasoner_node"  # the top-level key of config/reasoner.yaml
 SUPERVISOR_MODULE = "cosmos_reasoner_ros.server_supervisor"
@@ -44,7 +44,7 @@ ARGUMENTS = (
     ),
     LaunchArgument(
         "media_dir",
-        "/tmp/cosmos_reasoner/media",  # noqa: S108 (the node's default; created 0700)
+        DEFAULT_MEDIA_DIR,
         "clip directory, shared by the node and the server (--allowed-local-media-path)",
     ),
     LaunchArgument("params_file", "", "node parameters; empty: the package's config/reasoner.yaml"),
@@ -86,20 +86,6 @@ class NodeSpec:
 class LaunchPlan:
     supervisor: ProcessSpec | None
     node: NodeSpec
-
-
-def config_file(name: str) -> Path:
-    """A shipped config file: from the installed share/ when ament knows the package and has it, else the
-    source tree's config/ (a development checkout)."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        installed = Path(get_package_share_directory(PACKAGE)) / "config" / name
-    except Exception:  # not installed, no ament index: use the sources
-        installed = None
-    if installed is not None and installed.exists():
-        return installed
-    return Path(__file__).resolve().parents[1] / "config" / name
 
 
 def _bool(name: str, value: str) -> bool:

@@ -12,6 +12,7 @@ No ROS import at module level: the core uses this without ROS.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["DEFAULT_MEDIA_DIR", "PACKAGE", "config_file", "package_file", "share_dirs"]
@@ -25,28 +26,33 @@ DEFAULT_MEDIA_DIR = "/tmp/cosmos_reasoner/media"  # noqa: S108
 _SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
-def share_dirs() -> list[Path]:
-    """The package's file roots in precedence order (only those that exist)."""
-    roots: list[Path] = []
+def _roots() -> Iterator[Path]:
+    """Candidate roots in precedence order; the ament index is asked only when the checkout did not answer."""
     if (_SOURCE_ROOT / "package.xml").is_file():
-        roots.append(_SOURCE_ROOT)
+        yield _SOURCE_ROOT
     try:  # imported lazily: the core must import without ROS
         from ament_index_python.packages import get_package_share_directory
 
-        roots.append(Path(get_package_share_directory(PACKAGE)))
-    except Exception:  # noqa: S110 (ImportError, PackageNotFoundError, ValueError: no ament index here)
-        pass
-    roots.append(Path(sys.prefix) / "share" / PACKAGE)
-    seen: list[Path] = []
-    for root in roots:
-        if root.is_dir() and root not in seen:
-            seen.append(root)
-    return seen
+        share = Path(get_package_share_directory(PACKAGE))
+    except Exception:  # ImportError, PackageNotFoundError, ValueError: no ament index here
+        share = None
+    if share is not None:
+        yield share
+    yield Path(sys.prefix) / "share" / PACKAGE
+
+
+def share_dirs() -> list[Path]:
+    """The package's file roots in precedence order (only those that exist)."""
+    found: list[Path] = []
+    for root in _roots():
+        if root.is_dir() and root not in found:
+            found.append(root)
+    return found
 
 
 def package_file(*parts: str) -> Path | None:
-    """The first existing `<root>/<parts...>` over share_dirs(), or None."""
-    for root in share_dirs():
+    """The first existing `<root>/<parts...>` in precedence order, or None."""
+    for root in _roots():
         candidate = root.joinpath(*parts)
         if candidate.exists():
             return candidate

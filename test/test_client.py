@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.client import ClientSettings, Completion, ReasonerClient
 from cosmos_reasoner_ros.errors import RequestCancelled, RequestRejected, RequestTimeout, ServerUnavailable
 from cosmos_reasoner_ros.media_store import MediaRef
 from cosmos_reasoner_ros.parsing import parse_answer
 from cosmos_reasoner_ros.request_builder import ChatRequest, RequestSettings, build_request
-from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
 REQUEST = ChatRequest(
@@ -327,7 +327,7 @@ def test_cancellation_closes_the_connection_so_the_server_stops() -> None:
 
 @pytest.fixture(scope="module")
 def vllm_server():  # type: ignore[no-untyped-def]
-    from cosmos_reasoner_ros import vllm_tier
+    from support import vllm_tier
 
     reason = vllm_tier.missing_reason()
     if reason:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -13,11 +12,12 @@ import pytest
 import rclpy
 from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.msg import BoundingBox2D, ReasonerResult, TimeSegment, Trajectory2D
-from interface_samples import sample_result
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
+from support.interface_samples import sample_result
+from support.processes import module_cmd, ros_env
 
 HERE = Path(__file__).resolve().parent
 PROFILE = HERE.parent / "config" / "fastdds_shm.xml"
@@ -58,10 +58,7 @@ def test_reason_action_parts_round_trip() -> None:
 
 
 def _peer(*args: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    return subprocess.Popen(
-        [sys.executable, str(HERE / "ros_peer.py"), *args], env=env, stdin=subprocess.PIPE
-    )
+    return subprocess.Popen(module_cmd("support.ros_peer", *args), env=ros_env(), stdin=subprocess.PIPE)
 
 
 @pytest.mark.ros

@@ -11,8 +11,6 @@ import yaml
 from cosmos_reasoner_ros import launch_config as lc
 from cosmos_reasoner_ros import server_supervisor as sup
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def supervisor_settings(plan: lc.LaunchPlan) -> sup.ServerSettings:
     """What the supervisor process of a plan would run with: its argv parsed by the supervisor itself."""

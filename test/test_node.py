@@ -20,20 +20,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from conftest_node import (
-    Collector,
-    camera_process,
-    intrinsics_k,
-    ros_env,
-    synthetic_depth_m,
-    wait_until,
-)
+from support.camera_publisher import camera_process, intrinsics_k, synthetic_depth_m
+from support.collector import Collector
+from support.paths import REASONER_YAML
+from support.processes import ros_env, wait_until
 
 rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 from action_msgs.msg import GoalStatus  # noqa: E402
-from conftest_harness import Harness, base_params  # noqa: E402
 from cosmos_reasoner_ros.action import Reason  # noqa: E402
 from cosmos_reasoner_ros.msg import ReasonerResult  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
@@ -42,10 +35,11 @@ from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
+from support.node_harness import Harness, base_params  # noqa: E402
+from support.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 from cosmos_reasoner_ros.node import ConfigError, ReasonerNode  # noqa: E402
 from cosmos_reasoner_ros.ros_conversion import time_to_ns  # noqa: E402
-from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -468,7 +462,7 @@ def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
         "cosmos_reasoner_ros.node",
         "--ros-args",
         "--params-file",
-        str(Path(__file__).parents[1] / "config" / "reasoner.yaml"),
+        str(REASONER_YAML),
         "-p",
         f"media_dir:={tmp_path}",
         "-p",
@@ -517,7 +511,7 @@ def test_every_parameter_is_in_the_shipped_yaml_with_a_comment() -> None:
 
     from cosmos_reasoner_ros.node import CAMERA_PARAMETERS, PARAMETERS
 
-    path = Path(__file__).parents[1] / "config" / "reasoner.yaml"
+    path = REASONER_YAML
     params = yaml.safe_load(path.read_text())["reasoner_node"]["ros__parameters"]
     cameras = params.pop("camera")
     assert set(params) == set(PARAMETERS)

@@ -9,7 +9,6 @@ restart before handing it on. The model is random: assertions are on what the no
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,16 +19,14 @@ import cv2
 import openai
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).parent))
-from conftest_node import camera_process, wait_until
-
-from cosmos_reasoner_ros import vllm_tier
+from support import vllm_tier
+from support.camera_publisher import camera_process
+from support.processes import wait_until
 
 rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
-from conftest_harness import Harness, base_params  # noqa: E402
 from cosmos_reasoner_ros.action import Reason  # noqa: E402
 from cosmos_reasoner_ros.msg import ReasonerResult  # noqa: E402
+from support.node_harness import Harness, base_params  # noqa: E402
 
 _MISSING = vllm_tier.missing_reason()
 pytestmark = [

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.paths import ROOT
 
 from cosmos_reasoner_ros.parse_cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
 KEYS = ["ok", "task", "reasoning", "answer", "points", "boxes", "segments", "choice", "error"]
 
 

@@ -18,6 +18,7 @@ import av
 import cv2
 import numpy as np
 import pytest
+from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.clip_buffer import ClipBuffer, MultiCameraBuffer
@@ -27,7 +28,6 @@ from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaStore
 from cosmos_reasoner_ros.pipeline import STAGES, Pipeline, PipelineSettings, RequestSpec, error_outcome
 from cosmos_reasoner_ros.request_builder import RequestSettings
-from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
 NS = 1_000_000_000

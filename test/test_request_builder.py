@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.scripted_server import ScriptedServer
 
 from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.errors import TaskError
@@ -15,7 +16,6 @@ from cosmos_reasoner_ros.request_builder import (
     build_request,
     video_kwargs,
 )
-from cosmos_reasoner_ros.scripted_server import ScriptedServer
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
 THINK_SUFFIX = (

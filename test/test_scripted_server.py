@@ -11,8 +11,7 @@ import urllib.request
 
 import openai
 import pytest
-
-from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer, load_reply_file, split_text
+from support.scripted_server import ScriptedReply, ScriptedServer, load_reply_file, split_text
 
 
 def _sdk(server: ScriptedServer) -> openai.OpenAI:
@@ -146,7 +145,7 @@ def test_command_line_server_prints_its_url_and_answers(tmp_path) -> None:
         [
             sys.executable,
             "-m",
-            "cosmos_reasoner_ros.scripted_server",
+            "support.scripted_server",
             "--port",
             "0",
             "--reply-file",

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.paths import ROOT
+from support.scripted_server import ScriptedServer
 
 from cosmos_reasoner_ros import server_supervisor as sup
-from cosmos_reasoner_ros.scripted_server import ScriptedServer
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # A stand-in for `vllm`: `serve MODEL ... --port P`; records its argv and pids, starts a worker child in its
 # process group (like vLLM's engine core), then serves /health. FAKE_VLLM_* variables choose misbehaviours.

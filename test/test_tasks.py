@@ -11,12 +11,12 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.paths import ROOT
 
-from cosmos_reasoner_ros import tasks as tasks_module
+from cosmos_reasoner_ros import package_files
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.tasks import SamplingProfile, TaskCatalog, shipped_tasks_path, template_placeholders
 
-ROOT = Path(__file__).resolve().parents[1]
 PROFILE = {
     "temperature": 0.7,
     "top_p": 0.8,
@@ -262,14 +262,14 @@ def test_installed_share_directory_is_found_through_ament(
     fake = types.ModuleType("ament_index_python.packages")
     fake.get_package_share_directory = lambda name: str(share) if name == "cosmos_reasoner_ros" else ""  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "ament_index_python.packages", fake)
-    monkeypatch.setattr(tasks_module, "__file__", str(tmp_path / "site" / "cosmos_reasoner_ros" / "tasks.py"))
+    monkeypatch.setattr(package_files, "_SOURCE_ROOT", tmp_path / "site")
     assert shipped_tasks_path() == share / "config" / "tasks.yaml"
     assert "trajectory" in TaskCatalog.load()
 
 
 def test_no_catalog_anywhere_is_a_task_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ament_index_python.packages", None)  # import fails
-    monkeypatch.setattr(tasks_module, "__file__", str(tmp_path / "site" / "cosmos_reasoner_ros" / "tasks.py"))
+    monkeypatch.setattr(package_files, "_SOURCE_ROOT", tmp_path / "site")
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     with pytest.raises(TaskError, match="not found"):
         shipped_tasks_path()

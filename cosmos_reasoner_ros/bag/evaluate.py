@@ -19,24 +19,15 @@ from typing import Any
 import cv2
 import numpy as np
 
-from cosmos_reasoner_ros.bag_io import image_connections, messages, open_reader, typestore
-from cosmos_reasoner_ros.bag_report import ReportFiles, ResultRecord, write_records, write_report
-from cosmos_reasoner_ros.errors import BagError, FrameError
-
-ROOT = Path(__file__).resolve().parents[1]
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.io import image_connections, messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.report import ReportFiles, ResultRecord, write_records, write_report
+from cosmos_reasoner_ros.errors import FrameError
+from cosmos_reasoner_ros.package_files import package_file
 
 
 def default_params_file() -> Path | None:
-    candidates = [ROOT / "config" / "reasoner.yaml"]
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        candidates.append(
-            Path(get_package_share_directory("cosmos_reasoner_ros")) / "config" / "reasoner.yaml"
-        )
-    except Exception as exc:  # no ament index (pip install): the source tree's file or none
-        del exc
-    return next((p for p in candidates if p.is_file()), None)
+    return package_file("config", "reasoner.yaml")
 
 
 @dataclass(frozen=True)
@@ -416,8 +407,8 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
     from tqdm import tqdm
 
     from cosmos_reasoner_ros.action import Reason
-    from cosmos_reasoner_ros.bag_play import Player, PlayOptions
-    from cosmos_reasoner_ros.bag_record import Recorder, default_topics
+    from cosmos_reasoner_ros.bag.play import Player, PlayOptions
+    from cosmos_reasoner_ros.bag.record import Recorder, default_topics
 
     out.mkdir(parents=True, exist_ok=True)
     frames = FrameIndex(bag, options.image_topic)

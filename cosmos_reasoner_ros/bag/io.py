@@ -15,11 +15,12 @@ from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterEr
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.package_files import PACKAGE, share_dirs
 
 STORAGES: dict[str, StoragePlugin] = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
-PACKAGE = "cosmos_reasoner_ros"
+
 
 # Reading a damaged file surfaces as whatever its decoder trips over; all of them mean "this bag is broken".
 _CORRUPT = (
@@ -43,9 +44,7 @@ def storage_plugin(name: str) -> StoragePlugin:
 
 
 def _msg_dirs(package: str) -> list[Path]:
-    dirs = []
-    if package == PACKAGE:
-        dirs.append(Path(__file__).resolve().parents[1] / "msg")  # the source tree
+    dirs = [root / "msg" for root in share_dirs()] if package == PACKAGE else []
     try:
         from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
     except ImportError:

@@ -14,8 +14,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from cosmos_reasoner_ros.bag_io import open_writer, typestore
-from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.io import open_writer, typestore
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 ENCODINGS = ("rgb8", "bgr8", "jpeg")

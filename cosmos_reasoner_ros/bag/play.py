@@ -15,8 +15,8 @@ from typing import Any
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
-from cosmos_reasoner_ros.bag_io import connections_for, messages, open_reader
-from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.io import connections_for, messages, open_reader
 
 QOS_CHOICES = ("reliable", "sensor_data", "transient_local")
 

@@ -11,9 +11,9 @@ from typing import Any
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from cosmos_reasoner_ros.bag_io import ensure_type, open_writer, typestore
-from cosmos_reasoner_ros.bag_play import message_class
-from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.io import ensure_type, open_writer, typestore
+from cosmos_reasoner_ros.bag.play import message_class
 
 NODE = "/reasoner_node"
 DEFAULT_TOPICS = (

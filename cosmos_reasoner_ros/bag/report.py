@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.bag.errors import BagError
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from recorded results; bad input exits with 2."""
 from __future__ import annotations
 
 import json
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,11 @@ from urllib.parse import unquote
 import cv2
 import numpy as np
 import pytest
+from support.scripted_server import ScriptedReply, ScriptedServer
 
-from cosmos_reasoner_ros.bag_cli import main
-from cosmos_reasoner_ros.bag_evaluate import (
+from cosmos_reasoner_ros.bag.cli import main
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.evaluate import (
     EvalOptions,
     FrameIndex,
     TaskSpec,
@@ -24,12 +25,8 @@ from cosmos_reasoner_ros.bag_evaluate import (
     node_command,
     trigger_times,
 )
-from cosmos_reasoner_ros.bag_io import messages, open_reader, open_writer, typestore
-from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
-from cosmos_reasoner_ros.errors import BagError
-from cosmos_reasoner_ros.scripted_server import ScriptedReply, ScriptedServer
-
-sys.path.insert(0, str(Path(__file__).parent))
+from cosmos_reasoner_ros.bag.io import messages, open_reader, open_writer, typestore
+from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
 
 POINTS = (
     '```json\n[{"point_2d": [250, 500], "label": "gripper"},\n'
@@ -224,8 +221,8 @@ def test_period_triggers_and_pause_while_waiting_on_a_jpeg_bag(robot_clip: Path,
 
 
 def write_results_bag(path: Path, texts: list[str], clip_end_ns: list[int]) -> None:
-    from interface_samples import sample_result
     from rclpy.serialization import serialize_message
+    from support.interface_samples import sample_result
 
     from cosmos_reasoner_ros.ros_conversion import ns_to_time
 
@@ -334,7 +331,7 @@ def test_trigger_outside_the_bag_exits_2(
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_live_evaluation_against_the_real_vllm_cpu_tier(robot_bag: Path, tmp_path: Path) -> None:
-    from cosmos_reasoner_ros import vllm_tier
+    from support import vllm_tier
 
     reason = vllm_tier.missing_reason()
     if reason:

@@ -10,10 +10,10 @@ import cv2
 import numpy as np
 import pytest
 
-from cosmos_reasoner_ros.bag_cli import main
-from cosmos_reasoner_ros.bag_io import messages, open_reader, typestore
-from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag, resample, synthetic_depth
-from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.bag.cli import main
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag, resample, synthetic_depth
 from cosmos_reasoner_ros.image_conversion import message_to_array
 
 

@@ -6,19 +6,19 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest_bag import ROOT, cli, ros_env
+from support.processes import bag_cli as cli
+from support.processes import module_cmd, ros_env
 
-from cosmos_reasoner_ros.bag_cli import main
-from cosmos_reasoner_ros.bag_make import MakeOptions, make_bag
-from cosmos_reasoner_ros.bag_play import PlayOptions, PlayStats, parse_remap
-from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.bag.cli import main
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
+from cosmos_reasoner_ros.bag.play import PlayOptions, PlayStats, parse_remap
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,7 @@ def test_play_into_another_process_keeps_every_message_and_the_timing(
     received_file, stats_file = tmp_path / "received.json", tmp_path / "stats.json"
     sub = subprocess.Popen(
         [
-            sys.executable,
-            str(ROOT / "test" / "conftest_bag.py"),
+            *module_cmd("support.bag_subscriber"),
             "--topic",
             "/camera/image_raw=sensor_msgs/msg/Image",
             "--topic",
@@ -125,7 +124,7 @@ def ros_node():  # type: ignore[no-untyped-def]
 def test_rate_offset_loops_and_remap_in_process(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
     from rclpy.qos import ReliabilityPolicy
 
-    from cosmos_reasoner_ros.bag_play import Player
+    from cosmos_reasoner_ros.bag.play import Player
 
     player = Player(
         ros_node,
@@ -158,7 +157,7 @@ def test_rate_offset_loops_and_remap_in_process(robot_bag: Path, ros_node) -> No
 
 @pytest.mark.ros
 def test_blocking_hook_pauses_the_playback_clock(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
-    from cosmos_reasoner_ros.bag_play import Player
+    from cosmos_reasoner_ros.bag.play import Player
 
     player = Player(ros_node, robot_bag, PlayOptions(rate=8.0, topics=("/camera/image_raw",)))
     pauses = [0]
@@ -180,7 +179,7 @@ def test_blocking_hook_pauses_the_playback_clock(robot_bag: Path, ros_node) -> N
 
 @pytest.mark.ros
 def test_stop_event_ends_an_endless_loop(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
-    from cosmos_reasoner_ros.bag_play import Player
+    from cosmos_reasoner_ros.bag.play import Player
 
     player = Player(ros_node, robot_bag, PlayOptions(rate=20.0, loops=0))
     stop = threading.Event()

@@ -6,18 +6,16 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest_bag import cli, ros_env
+from support.processes import bag_cli as cli
+from support.processes import ros_env
 
-from cosmos_reasoner_ros.bag_io import messages, open_reader, typestore
-from cosmos_reasoner_ros.bag_record import DEFAULT_TOPICS, default_topics
-
-sys.path.insert(0, str(Path(__file__).parent))
+from cosmos_reasoner_ros.bag.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.record import DEFAULT_TOPICS, default_topics
 
 
 def test_default_topics_follow_the_node_name() -> None:
@@ -31,10 +29,10 @@ def test_default_topics_follow_the_node_name() -> None:
 def test_record_cli_captures_results_strings_and_latched_images(tmp_path: Path) -> None:
     import rclpy
     from cosmos_reasoner_ros.msg import ReasonerResult
-    from interface_samples import sample_result
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
     from std_msgs.msg import String
+    from support.interface_samples import sample_result
 
     out = tmp_path / "recorded"
     context = rclpy.Context()

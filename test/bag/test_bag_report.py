@@ -14,9 +14,9 @@ import cv2
 import numpy as np
 import pytest
 
-from cosmos_reasoner_ros.bag_cli import main
-from cosmos_reasoner_ros.bag_report import ResultRecord, Summary, load_records, write_records, write_report
-from cosmos_reasoner_ros.errors import BagError
+from cosmos_reasoner_ros.bag.cli import main
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.report import ResultRecord, Summary, load_records, write_records, write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = "<script>alert('x')</script> & \"quoted\""
@@ -203,7 +203,7 @@ def test_make_and_report_need_no_ros(robot_clip: Path, tmp_path: Path, robot_fra
         "import sys\n"
         "for name in ('rclpy', 'cosmos_reasoner_ros.msg', 'cosmos_reasoner_ros.action'):\n"
         "    sys.modules[name] = None\n"
-        "from cosmos_reasoner_ros.bag_cli import main\n"
+        "from cosmos_reasoner_ros.bag.cli import main\n"
         "assert main(sys.argv[1:4]) == 0\n"
         "assert main(['make', sys.argv[4], '-o', sys.argv[5], '--rate', '1']) == 0\n"
         "assert 'rclpy' not in sys.modules or sys.modules['rclpy'] is None\n"
@@ -227,5 +227,5 @@ def test_make_and_report_need_no_ros(robot_clip: Path, tmp_path: Path, robot_fra
     )
     assert out.returncode == 0, out.stderr[-2000:]
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "cosmos_reasoner_ros.bag_play" not in loaded and "cosmos_reasoner_ros.bag_record" not in loaded
+    assert "cosmos_reasoner_ros.bag.play" not in loaded and "cosmos_reasoner_ros.bag.record" not in loaded
     assert (tmp_path / "index.html").is_file() and (tmp_path / "bag" / "metadata.yaml").is_file()

@@ -1,29 +1,14 @@
-"""Helpers of the bag tests. Run as a script it is the receiving ROS process of the play test:
-subscribes raw to topics, notes each message's header stamp and monotonic receive time, and writes them
-as JSON when done."""
+"""The receiving ROS process of the bag play test and benchmark (`python -m support.bag_subscriber`):
+subscribes raw to topics, notes each message's header stamp and receive time, and writes them as JSON."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import struct
 import sys
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def ros_env() -> dict[str, str]:
-    """This session's ROS environment (domain, localhost discovery) for a child process."""
-    env = dict(os.environ)
-    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-    return env
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cosmos_reasoner_ros.bag_cli", *args]
 
 
 def _stamp(data: bytes) -> int:
@@ -36,7 +21,7 @@ def main() -> int:
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    from cosmos_reasoner_ros.bag_play import message_class
+    from cosmos_reasoner_ros.bag.play import message_class
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--topic", action="append", required=True, help="topic=pkg/msg/Type")

@@ -1,27 +1,26 @@
-"""Helpers of the node tests and the overhead benchmark: a camera publisher process, synthetic depth.
+"""The test camera: a publisher process for the node tests and the benchmarks, and its synthetic depth.
 
-Run as a script it is the camera process: frames decoded from a video (the robot clip), resized, published as
-rgb8 with fresh stamps, optionally with a synthetic depth image and CameraInfo of the same stamp.
+Run as `python -m support.camera_publisher` it is the camera process: frames decoded from a video (the robot
+clip), resized, published as rgb8 with fresh stamps, optionally with synthetic depth and CameraInfo.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-SHM_PROFILE = ROOT / "config" / "fastdds_shm.xml"
+from support.paths import ROBOT_CLIP
+from support.processes import module_cmd, ros_env
+
 FX, FY = 500.0, 480.0  # synthetic intrinsics at 640x480; scaled with the image size
 
 
@@ -46,15 +45,6 @@ def decode_frames(video: Path, width: int, height: int) -> list[np.ndarray]:
     return [cv2.resize(f, (width, height), interpolation=cv2.INTER_AREA) for f in frames]
 
 
-def ros_env(**extra: str) -> dict[str, str]:
-    """The environment of a ROS child process: this session's domain, localhost discovery, SHM profile."""
-    env = dict(os.environ)
-    env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(SHM_PROFILE)
-    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-    env.update(extra)
-    return env
-
-
 @contextmanager
 def camera_process(
     topic: str,
@@ -71,8 +61,7 @@ def camera_process(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The camera publisher as a child process for the duration of the block (terminated and reaped after)."""
     cmd = [
-        sys.executable,
-        str(Path(__file__)),
+        *module_cmd("support.camera_publisher"),
         "--topic",
         topic,
         "--width",
@@ -104,53 +93,13 @@ def camera_process(
             proc.wait(5)
 
 
-def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(poll_s)
-
-
-class Collector:
-    """Thread-safe list of received messages with a wait."""
-
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self._cv = threading.Condition()
-
-    def __call__(self, msg: Any) -> None:
-        with self._cv:
-            self.items.append(msg)
-            self._cv.notify_all()
-
-    def wait_for(self, predicate: Callable[[list[Any]], Any], timeout_s: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout_s
-        with self._cv:
-            while True:
-                value = predicate(self.items)
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(
-                        f"timed out after {timeout_s} s waiting for {what}; got {len(self.items)}"
-                    )
-                self._cv.wait(min(left, 0.1))
-
-
 def _publish(args: argparse.Namespace) -> int:
     import cv2
     import rclpy
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
-    video = (
-        Path(args.video) if args.video else ROOT / "cosmos_reasoner_ros" / "data" / "robotics_next_action.mp4"
-    )
+    video = Path(args.video) if args.video else ROBOT_CLIP
     frames = decode_frames(video, args.width, args.height)
     depth_m = synthetic_depth_m(args.width, args.height)
     depth_data = (

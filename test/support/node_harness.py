@@ -1,7 +1,7 @@
 """reasoner_node in this process for tests and benchmarks: the node and a probe node on one executor thread.
 
 Point it at any OpenAI-compatible server with `base_params(server_url, media_dir, ...)` (the scripted server,
-or a real vLLM from cosmos_reasoner_ros.vllm_tier); the probe records everything the node publishes and calls
+or a real vLLM from support.vllm_tier); the probe records everything the node publishes and calls
 its service and action.
 """
 
@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-from conftest_node import Collector, wait_until
 from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.msg import ReasonerResult
 from diagnostic_msgs.msg import DiagnosticArray
@@ -28,6 +27,8 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from cosmos_reasoner_ros.node import ReasonerNode
+from support.collector import Collector
+from support.processes import wait_until
 
 LATCHED = QoSProfile(
     depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL

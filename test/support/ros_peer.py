@@ -1,4 +1,4 @@
-"""A second ROS process for the interface tests: publishes on request and exits (run as a script)."""
+"""A second ROS process for the interface tests (`python -m support.ros_peer`): publishes, then exits."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import rclpy
 from cosmos_reasoner_ros.msg import ReasonerResult
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image
+
+from support.interface_samples import sample_result
 
 
 def _wait_for_subscriber(
@@ -28,9 +30,6 @@ def publish_result(node: rclpy.node.Node, text: str) -> None:
 
     qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     pub = node.create_publisher(ReasonerResult, "result", qos)
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-    from interface_samples import sample_result
-
     pub.publish(sample_result(text))
     # Stay alive until the test has read the sample and closes our stdin: waiting for a subscription count
     # instead would race with a subscriber that reads the latched sample and leaves within one poll.

@@ -382,7 +382,7 @@ def _rule_chooser(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cosmos_reasoner_ros.scripted_server",
+        prog="python -m support.scripted_server",
         description="Scripted OpenAI-compatible server on 127.0.0.1.",
     )
     parser.add_argument("--port", type=int, default=0, help="port (0: any free port)")

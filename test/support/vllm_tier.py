@@ -27,11 +27,10 @@ from typing import Any
 import yaml
 
 from cosmos_reasoner_ros.errors import ServerUnavailable
+from support.paths import CACHE, ROOT, TOOLS
 
-ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / ".cache"
-BUILD_SCRIPT = ROOT / "tools" / "build_tiny_checkpoint.py"
-SETUP_SCRIPT = ROOT / "tools" / "setup_vllm_env.py"
+BUILD_SCRIPT = TOOLS / "build_tiny_checkpoint.py"
+SETUP_SCRIPT = TOOLS / "setup_vllm_env.py"
 SERVED_NAME = "tiny"
 LAYOUT_MODES = {"qwen3vl": "qwen3vl", "cosmos3": "native"}
 # Variables of the ROS environment that must not reach a Python of another environment.

@@ -1,0 +1,46 @@
+"""Starting helper processes of the tests: one ROS child environment, module command lines, waiting."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from support.paths import ROOT, SHM_PROFILE, TEST_DIR
+
+
+def ros_env(**extra: str) -> dict[str, str]:
+    """The environment of a ROS child process: this session's ROS_DOMAIN_ID and localhost discovery
+    (inherited), the shipped shared-memory Fast DDS profile, the repository and test/ importable, and no
+    bootstrap mark of the ROS wheels (a child re-executes with its own library path)."""
+    env = dict(os.environ)
+    env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(SHM_PROFILE)
+    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
+    paths = [str(ROOT), str(TEST_DIR), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.update(extra)
+    return env
+
+
+def module_cmd(module: str, *args: str) -> list[str]:
+    """`python -m module args...` with this interpreter."""
+    return [sys.executable, "-m", module, *args]
+
+
+def bag_cli(*args: str) -> list[str]:
+    """The `cosmos-reasoner-bag` command line, run from the sources."""
+    return module_cmd("cosmos_reasoner_ros.bag.cli", *args)
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.02) -> Any:
+    """Poll until predicate() is truthy and return its value; AssertionError naming `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(poll_s)
