@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import time
+import tracemalloc
+import zlib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,9 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cosmos_reasoner_ros.errors import FrameError
+from cosmos_reasoner_ros.errors import FrameError, FrameTooLarge, ImplausibleStamp, NonColourImage
 from cosmos_reasoner_ros.image_conversion import (
     COLOUR_ENCODINGS,
+    COLOUR_TOPIC_ENCODINGS,
+    DEFAULT_MAX_PIXELS,
+    check_stamp,
+    compressed_image_size,
     compressed_msg_to_array,
     cv_bridge_available,
     image_msg_to_array,
@@ -25,6 +32,7 @@ from cosmos_reasoner_ros.image_conversion import (
     serialized_stamp_ns,
 )
 
+NS = 1_000_000_000
 BAYER_OFFSETS = {"rggb": "RGGB", "bggr": "BGGR", "gbrg": "GBRG", "grbg": "GRBG"}
 
 
@@ -326,9 +334,9 @@ def test_malformed_images_raise_frame_error(rgb: np.ndarray) -> None:
     ("data", "fmt", "match"),
     [
         (b"", "jpeg", "no data"),
-        (b"not an image at all", "jpeg", "cannot decode"),
-        (b"\x89PNG\r\n\x1a\n" + b"\0" * 40, "png", "cannot decode"),
-        (b"\xff\xd8\xff" * 3, "", "cannot decode"),
+        (b"not an image at all", "jpeg", "neither JPEG nor PNG"),
+        (b"\x89PNG\r\n\x1a\n" + b"\0" * 40, "png", "valid IHDR"),
+        (b"\xff\xd8\xff" * 3, "", "no frame header"),
         (b"abc", "theora", "unsupported compressed format"),
         (b"abc", "16UC1; compressedDepth png", "shorter than its header"),
         (struct.pack("<iff", 0, 0, 0) + b"junk", "16UC1; compressedDepth png", "compressedDepth"),
@@ -518,3 +526,275 @@ def test_cv_bridge_dispatch_and_fallback(rgb: np.ndarray, monkeypatch: pytest.Mo
     with pytest.raises(FrameError, match="data has"):
         image_msg_to_array(SimpleNamespace(**{**vars(image_msg(rgb, "rgb8")), "data": b"\0"}))
     assert calls == []
+
+
+# -- hostile input: decompression bombs, formats, non-colour encodings, stamps (issue 11) --------------------
+
+
+def png_bomb(width: int, height: int) -> bytes:
+    """A valid 8-bit grey PNG of zeros: (1 + width) * height bytes inflated, under 1 MB deflated.
+
+    Identical deflate blocks after a full flush are independent, so one block is compressed and repeated; the
+    zlib trailer's Adler-32 of n zero bytes is ((n mod 65521) << 16) | 1.
+    """
+    rows = 100
+    assert height % rows == 0
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = deflate.compress(bytes(rows * (width + 1))) + deflate.flush(zlib.Z_FULL_FLUSH)
+    raw = block * (height // rows) + deflate.flush(zlib.Z_FINISH)
+    inflated = height * (width + 1)
+    idat = b"\x78\xda" + raw + struct.pack(">I", ((inflated % 65521) << 16) | 1)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def peak_rss_reset() -> bool:
+    """Reset this process's peak RSS (VmHWM) to its current RSS; False where the kernel does not allow it."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/self/status")
+
+
+def test_png_bomb_is_refused_from_its_header_in_milliseconds() -> None:
+    """The issue's bomb: 875 kB declaring 30000x30000 drove the node to 5.4 GB and blocked its callback."""
+    bomb = png_bomb(30000, 30000)
+    assert 800_000 < len(bomb) < 1_000_000
+    msg = compressed(bomb, "png")
+    measured_rss = peak_rss_reset()
+    rss_before = rss_kib("VmRSS")
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(FrameTooLarge, match=r"30000x30000 = 900\.0 MP, more than max_pixels") as err:
+            compressed_msg_to_array(msg)
+        elapsed = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (err.value.width, err.value.height, err.value.max_pixels) == (30000, 30000, DEFAULT_MAX_PIXELS)
+    assert err.value.kind == "invalid_frame" and isinstance(err.value, FrameError)
+    assert elapsed < 0.05, elapsed
+    assert peak < 1_000_000, peak  # Python and numpy allocations: a few small objects, no pixels
+    if measured_rss:  # every allocation, OpenCV's included: nothing near the 2.7 GB a decode would take
+        assert rss_kib("VmHWM") - rss_before < 50 * 1024
+    print(f"bomb {len(bomb)} bytes refused in {elapsed * 1e3:.2f} ms, traced peak {peak} bytes")
+    # Below the limit the same kind of file decodes: the refusal is the limit's, not the file's.
+    small = compressed_msg_to_array(compressed(png_bomb(300, 200), "png"))
+    assert small.shape == (200, 300, 3) and not small.any()
+
+
+def jpeg_with_size(rgb: np.ndarray, width: int, height: int, **params: int) -> bytes:
+    """A real JPEG of `rgb` whose SOF segment is rewritten to declare width x height."""
+    flags = [cv2.IMWRITE_JPEG_QUALITY, 80]
+    for key, value in params.items():
+        flags += [getattr(cv2, key), value]
+    data = bytearray(cv2.imencode(".jpg", rgb[..., ::-1], flags)[1].tobytes())
+    _, w, h = compressed_image_size(bytes(data))
+    sof = next(i for i in range(2, len(data) - 9) if data[i] == 0xFF and data[i + 1] in (0xC0, 0xC2))
+    assert struct.unpack(">HH", data[sof + 5 : sof + 9]) == (h, w)
+    data[sof + 5 : sof + 9] = struct.pack(">HH", height, width)
+    return bytes(data)
+
+
+def test_jpeg_size_is_read_from_its_frame_header(rgb: np.ndarray) -> None:
+    baseline = cv2.imencode(".jpg", rgb)[1].tobytes()
+    assert compressed_image_size(baseline) == ("jpeg", 644, 476)
+    progressive = cv2.imencode(".jpg", rgb, [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1].tobytes()
+    assert progressive[:2] == b"\xff\xd8" and compressed_image_size(progressive) == ("jpeg", 644, 476)
+    # APPn segments (EXIF, ICC, comments) and fill bytes before the SOF are skipped by their lengths; an
+    # APP1 holding bytes that look like a SOF marker must not be taken for one.
+    fake_sof = b"\xff\xc0\x00\x11\x08\x00\x10\x00\x10\x03"
+    app1 = b"\xff\xe1" + struct.pack(">H", 2 + 6 + len(fake_sof)) + b"Exif\0\0" + fake_sof
+    comment = b"\xff\xfe\x00\x07hello"
+    padded = baseline[:2] + app1 + comment + b"\xff\xff\xff" + baseline[2:]
+    assert compressed_image_size(padded) == ("jpeg", 644, 476)
+    np.testing.assert_array_equal(
+        compressed_msg_to_array(compressed(padded, "jpeg")),
+        compressed_msg_to_array(compressed(baseline, "jpeg")),
+    )
+    png = cv2.imencode(".png", rgb[:10, :20])[1].tobytes()
+    assert compressed_image_size(png) == ("png", 20, 10)
+
+
+def test_jpeg_size_of_camera_files(shared_media: Path) -> None:
+    paths = sorted(shared_media.glob("*.jp*g"))
+    assert paths
+    for path in paths[:8]:
+        height, width = cv2.imread(str(path)).shape[:2]
+        assert compressed_image_size(path.read_bytes()) == ("jpeg", width, height), path.name
+
+
+@pytest.mark.parametrize("progressive", [0, 1])
+def test_jpeg_declaring_a_huge_frame_is_refused_before_decoding(rgb: np.ndarray, progressive: int) -> None:
+    bomb = jpeg_with_size(rgb, 20000, 20000, IMWRITE_JPEG_PROGRESSIVE=progressive)
+    started = time.perf_counter()
+    with pytest.raises(FrameTooLarge, match="20000x20000") as err:
+        compressed_msg_to_array(compressed(bomb, "jpeg"))
+    assert time.perf_counter() - started < 0.05 and (err.value.width, err.value.height) == (20000, 20000)
+    # A limit the node passes: the real 644x476 frame is refused under 0.3 MP, decoded at 0.31 MP.
+    real = cv2.imencode(".jpg", rgb)[1].tobytes()
+    with pytest.raises(FrameTooLarge, match="644x476"):
+        message_to_array(compressed(real, "jpeg"), max_pixels=300_000)
+    assert message_to_array(compressed(real, "jpeg"), max_pixels=644 * 476).shape == rgb.shape
+    with pytest.raises(ValueError, match="max_pixels"):
+        message_to_array(compressed(real, "jpeg"), max_pixels=0)
+
+
+def test_default_limit_admits_8k_and_nothing_larger() -> None:
+    assert DEFAULT_MAX_PIXELS == 7680 * 4320
+    for width, height, refused in ((7680, 4320, False), (7681, 4320, True), (4320, 7680, False)):
+        msg = SimpleNamespace(height=height, width=width, step=width, encoding="mono8", data=b"")
+        # An Image's size is checked before its data: an empty data field is only noticed below the limit.
+        with pytest.raises(FrameTooLarge if refused else FrameError) as err:
+            image_msg_to_array(msg, backend="numpy")
+        assert isinstance(err.value, FrameTooLarge) == refused
+
+
+def test_raw_image_size_is_checked_before_its_data(rgb: np.ndarray) -> None:
+    huge = SimpleNamespace(height=100_000, width=100_000, step=300_000, encoding="rgb8", data=b"\0" * 10)
+    with pytest.raises(FrameTooLarge, match="100000x100000") as err:
+        message_to_array(huge)
+    assert (err.value.width, err.value.height) == (100_000, 100_000)
+    msg = image_msg(rgb, "rgb8")
+    with pytest.raises(FrameTooLarge, match=r"rgb8 image declares 644x476"):
+        image_msg_to_array(msg, max_pixels=644 * 476 - 1)
+    np.testing.assert_array_equal(image_msg_to_array(msg, max_pixels=644 * 476), rgb)
+
+
+@pytest.mark.parametrize(("ext", "fmt"), [(".tiff", "jpeg"), (".webp", ""), (".bmp", "png"), (".ppm", "")])
+def test_only_jpeg_and_png_data_are_decoded(rgb: np.ndarray, ext: str, fmt: str) -> None:
+    """OpenCV's imdecode sniffs the content: a TIFF labelled jpeg reached libtiff. Now it never decodes."""
+    data = cv2.imencode(ext, rgb[..., ::-1])[1].tobytes()
+    assert cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) is not None  # OpenCV would decode it
+    with pytest.raises(FrameError, match="neither JPEG nor PNG"):
+        compressed_msg_to_array(compressed(data, fmt))
+
+
+@settings(max_examples=400, deadline=1000)
+@given(
+    prefix=st.sampled_from(
+        [b"", b"\x89PNG\r\n\x1a\n", b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR", b"\xff\xd8"]
+    ),
+    body=st.binary(max_size=200),
+    segments=st.lists(
+        st.tuples(st.integers(0, 255), st.integers(0, 70_000), st.binary(max_size=20)), max_size=6
+    ),
+)
+def test_header_parser_gives_a_size_or_frame_error(
+    prefix: bytes, body: bytes, segments: list[tuple[int, int, bytes]]
+) -> None:
+    """Truncated, garbage and lying headers: a size or FrameError, never another exception, never a hang
+    (the deadline fails a slow example)."""
+    data = prefix
+    for marker, length, payload in segments:  # JPEG-like segments with arbitrary markers and lengths
+        data += bytes([0xFF, marker]) + struct.pack(">I", length)[2:] + payload
+    data += body
+    try:
+        kind, width, height = compressed_image_size(data)
+    except FrameError:
+        return
+    assert kind in ("jpeg", "png") and width > 0 and height > 0
+
+
+@settings(max_examples=300, deadline=1000)
+@given(
+    index=st.integers(0, 700),
+    value=st.integers(0, 255),
+    cut=st.integers(0, 800),
+    width=st.integers(1, 65535),
+    height=st.integers(1, 65535),
+)
+def test_mutated_real_headers_give_a_size_or_frame_error(
+    real_jpeg_header: bytes, index: int, value: int, cut: int, width: int, height: int
+) -> None:
+    data = bytearray(real_jpeg_header)
+    data[index % len(data)] = value
+    data = data[:cut]
+    try:
+        kind, w, h = compressed_image_size(bytes(data))
+    except FrameError:
+        return
+    assert kind == "jpeg" and w > 0 and h > 0
+    msg = compressed(bytes(data), "jpeg")
+    with contextlib.suppress(FrameError):  # decoding a damaged header: pixels or FrameError, nothing else
+        compressed_msg_to_array(msg, max_pixels=1_000_000)
+
+
+@pytest.fixture(scope="module")
+def real_jpeg_header(rgb: np.ndarray) -> bytes:
+    return cv2.imencode(".jpg", rgb[:64, :64])[1].tobytes()[:800]
+
+
+def test_colour_topics_refuse_depth_and_mono16(rgb: np.ndarray) -> None:
+    """A 32FC1 image on a colour topic was encoded into the clip as if it were a picture."""
+    assert COLOUR_ENCODINGS - {"mono16"} == COLOUR_TOPIC_ENCODINGS
+    gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+    refused = {
+        "32FC1": gray.astype(np.float32) / 100,
+        "16UC1": gray.astype(np.uint16) * 20,
+        "mono16": gray.astype(np.uint16) * 20,
+    }
+    for encoding, pixels in refused.items():
+        msg = image_msg(pixels, encoding)
+        with pytest.raises(NonColourImage, match=f"encoding '{encoding}' .* on a colour camera topic") as err:
+            message_to_array(msg, colour_only=True)
+        assert err.value.encoding == encoding
+        expected = rgb.shape if encoding == "mono16" else gray.shape
+        assert image_msg_to_array(msg).shape == expected  # accepted where colour is not required
+    # The depth path (colour_only False) keeps its values.
+    depth = image_msg(refused["16UC1"], "16UC1")
+    np.testing.assert_array_equal(message_to_array(depth), refused["16UC1"])
+    compressed_depth = compressed(
+        struct.pack("<iff", 0, 0.0, 0.0) + cv2.imencode(".png", refused["16UC1"])[1].tobytes(),
+        "16UC1; compressedDepth png",
+    )
+    with pytest.raises(NonColourImage, match="compressed depth"):
+        message_to_array(compressed_depth, colour_only=True)
+    np.testing.assert_array_equal(message_to_array(compressed_depth), refused["16UC1"])
+    # Every picture encoding passes on a colour topic, as RGB.
+    accepted = dict(exact_cases(rgb))
+    del accepted["mono16"]
+    accepted["yuv422"] = (cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_UYVY), rgb)
+    accepted["bayer_rggb8"] = (mosaic(rgb, "RGGB"), rgb)
+    for encoding, (pixels, _) in accepted.items():
+        out = message_to_array(image_msg(pixels, encoding), backend="numpy", colour_only=True)
+        assert out.shape == rgb.shape and out.dtype == np.uint8, encoding
+    jpeg = compressed(cv2.imencode(".jpg", gray)[1].tobytes(), "mono8; jpeg compressed")
+    assert message_to_array(jpeg, colour_only=True).shape == rgb.shape
+
+
+def test_stamps_ahead_of_the_receive_time_are_refused() -> None:
+    """A single frame stamped a year ahead evicted the whole buffer."""
+    now = 1_760_000_000 * NS
+    year = 365 * 24 * 3600 * NS
+
+    def stamped(ns: int) -> SimpleNamespace:
+        return SimpleNamespace(header=SimpleNamespace(stamp=SimpleNamespace(sec=ns // NS, nanosec=ns % NS)))
+
+    with pytest.raises(ImplausibleStamp, match=r"31536000\.000 s ahead .* max_stamp_ahead_s = 5 s") as err:
+        message_stamp_ns(stamped(now + year), now, max_ahead_s=5.0)
+    assert err.value.ahead_s == pytest.approx(year / NS) and isinstance(err.value, FrameError)
+    assert message_stamp_ns(stamped(now + 4 * NS), now, max_ahead_s=5.0) == now + 4 * NS  # clock offset
+    with pytest.raises(ImplausibleStamp):
+        message_stamp_ns(stamped(now + 5 * NS + 1), now, max_ahead_s=5.0)
+    # The past is never implausible: a replayed bag republishes stamps recorded long ago.
+    assert message_stamp_ns(stamped(now - 2 * year), now, max_ahead_s=5.0) == now - 2 * year
+    assert message_stamp_ns(stamped(0), now, max_ahead_s=0.0) == now  # unstamped: the receive time
+    assert message_stamp_ns(stamped(now + year), now) == now + year  # no limit unless asked for
+    assert check_stamp(now, now, 0.0) == now
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="max_ahead_s"):
+            check_stamp(now, now, bad)
