@@ -318,13 +318,16 @@ def compressed_image_size(data: Any) -> tuple[str, int, int]:
     the first SOF marker. Anything else, or a truncated or inconsistent header, raises FrameError; the walk
     only moves forward, so it ends after at most len(data) steps.
     """
-    view = memoryview(_bytes_of(data))
-    if view[:8] == _PNG_SIGNATURE:
+    view = _bytes_of(data).data  # a memoryview of the bytes, no copy: indexing gives ints
+    start = bytes(view[:8])
+    if start == _PNG_SIGNATURE:
         return ("png", *_png_size(view))
-    if view[:2] == b"\xff\xd8":
+    if start[:2] == b"\xff\xd8":
         return ("jpeg", *_jpeg_size(view))
-    start = bytes(view[:8]).hex(" ") or "nothing"
-    raise FrameError(f"compressed data is neither JPEG nor PNG (starts with {start}); only those are decoded")
+    start_hex = start.hex(" ") or "nothing"
+    raise FrameError(
+        f"compressed data is neither JPEG nor PNG (starts with {start_hex}); only those are decoded"
+    )
 
 
 def _png_size(view: memoryview) -> tuple[int, int]:
