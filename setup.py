@@ -34,7 +34,7 @@ setup(
     entry_points={
         "console_scripts": [
             "reasoner_node = cosmos_reasoner_ros.node:main",
-            "cosmos-reasoner-server = cosmos_reasoner_ros.server_supervisor:main",
+            "cosmos-reasoner-server = cosmos_reasoner_ros.server.cli:main",
             "cosmos-reasoner-parse = cosmos_reasoner_ros.parse_cli:main",
             "cosmos-reasoner-bag = cosmos_reasoner_ros.bag.cli:main",
         ]

@@ -49,7 +49,17 @@ ARGUMENTS = (
     ),
     LaunchArgument("params_file", "", "node parameters; empty: the package's config/reasoner.yaml"),
     LaunchArgument("server_config", "", "server settings; empty: the package's config/server.yaml"),
-    LaunchArgument("cameras", "", "comma-separated camera names; empty: the ones in params_file"),
+    LaunchArgument(
+        "cameras",
+        "",
+        "comma-separated camera names; empty: the ones in params_file. Also sizes the server's "
+        "--limit-mm-per-prompt (one video or image per camera)",
+    ),
+    LaunchArgument(
+        "vllm_version",
+        "",
+        "vLLM version the server command is built for; empty: the one in server_config (auto)",
+    ),
 )
 ARGUMENT_NAMES = tuple(a.name for a in ARGUMENTS)
 
@@ -124,6 +134,7 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
     server_url = args["server_url"] or f"http://127.0.0.1:{port}/v1"
     if not server_url.startswith(("http://", "https://")):
         raise LaunchArgumentError(f"server_url: must start with http:// or https://, got {server_url!r}")
+    cameras = [c.strip() for c in args["cameras"].split(",") if c.strip()]
     supervisor = None
     if start_server:
         cmd = [
@@ -143,11 +154,15 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
         if args["tensor_parallel_size"]:
             tp = _positive_int("tensor_parallel_size", args["tensor_parallel_size"])
             cmd += ["--tensor-parallel-size", str(tp)]
+        if args["vllm_version"]:
+            cmd += ["--vllm-version", args["vllm_version"]]
+        if cameras:
+            # Each request carries one video (or image) per camera: vLLM need not accept or reserve more.
+            cmd += ["--cameras", str(len(cameras))]
         supervisor = ProcessSpec(name="cosmos_reasoner_server", cmd=tuple(cmd))
     overrides: dict[str, Any] = {"server_url": server_url}
     if args["media_dir"]:
         overrides["media_dir"] = args["media_dir"]
-    cameras = [c.strip() for c in args["cameras"].split(",") if c.strip()]
     if cameras:
         overrides["cameras"] = cameras
     node = NodeSpec(

@@ -9,15 +9,16 @@ import pytest
 import yaml
 
 from cosmos_reasoner_ros import launch_config as lc
-from cosmos_reasoner_ros import server_supervisor as sup
+from cosmos_reasoner_ros.server import cli
+from cosmos_reasoner_ros.server.settings import ServerSettings
 
 
-def supervisor_settings(plan: lc.LaunchPlan) -> sup.ServerSettings:
+def supervisor_settings(plan: lc.LaunchPlan) -> ServerSettings:
     """What the supervisor process of a plan would run with: its argv parsed by the supervisor itself."""
     assert plan.supervisor is not None
     cmd = list(plan.supervisor.cmd)
     assert cmd[:3] == [sys.executable, "-m", "cosmos_reasoner_ros.server_supervisor"]
-    return sup.settings_from_args(sup.parse_args(cmd[3:]))
+    return cli.settings_from_args(cli.parse_args(cmd[3:]))
 
 
 def test_defaults_start_the_supervisor_and_the_node_with_shipped_files() -> None:
@@ -35,9 +36,7 @@ def test_defaults_start_the_supervisor_and_the_node_with_shipped_files() -> None
         str(params_file),
         {"server_url": "http://127.0.0.1:8000/v1", "media_dir": "/tmp/cosmos_reasoner/media"},
     ]
-    assert (
-        plan.supervisor is not None and plan.supervisor.sigterm_timeout_s > sup.ServerSettings().stop_grace_s
-    )
+    assert plan.supervisor is not None and plan.supervisor.sigterm_timeout_s > ServerSettings().stop_grace_s
 
 
 def test_server_arguments_reach_the_supervisor() -> None:
@@ -82,6 +81,13 @@ def test_cameras_and_params_file_override_the_node(tmp_path: Path) -> None:
     plan = lc.plan({"cameras": "front, wrist,", "params_file": str(params), "start_server": "False"})
     assert plan.node.params_file == str(params)
     assert plan.node.overrides["cameras"] == ["front", "wrist"]
+
+
+def test_cameras_size_the_servers_media_limit_and_the_version_reaches_it() -> None:
+    plan = lc.plan({"cameras": "front,wrist,left", "vllm_version": "0.26.0"})
+    settings = supervisor_settings(plan)
+    assert settings.cameras == 3 and settings.vllm_version == "0.26.0"
+    assert supervisor_settings(lc.plan({})).cameras == 0  # the node's own cameras: vLLM's default limit
 
 
 @pytest.mark.parametrize(

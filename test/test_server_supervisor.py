@@ -1,5 +1,6 @@
-"""cosmos-reasoner-server: the vllm command line, settings, pre-start checks, and supervision of a stand-in
-server process (readiness, log forwarding, restart with backoff, stopping the whole process group)."""
+"""cosmos-reasoner-server: the flag table and the command each vLLM release gets, version detection, settings,
+pre-start checks, and supervision of a stand-in server process (readiness, log forwarding, restart with
+backoff, no restart after a usage error or a repeated start failure, stopping the whole process group)."""
 
 from __future__ import annotations
 
@@ -21,29 +22,52 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import vllm_tier
 from support.paths import ROOT
 from support.scripted_server import ScriptedServer
 
-from cosmos_reasoner_ros import server_supervisor as sup
+from cosmos_reasoner_ros.package_files import config_file
+from cosmos_reasoner_ros.server import cli, command, detect, errors, settings, supervisor, versions
+from cosmos_reasoner_ros.server.settings import ServerSettings
 
 # A stand-in for `vllm`: `serve MODEL ... --port P`; records its argv and pids, starts a worker child in its
-# process group (like vLLM's engine core), then serves /health. FAKE_VLLM_* variables choose misbehaviours.
+# process group (like vLLM's engine core), then serves /health. `--version` prints FAKE_VLLM_VERSION; with
+# FAKE_VLLM_FLAGS (a JSON list) it refuses any other flag the way argparse does. FAKE_VLLM_BEHAVIOUR chooses
+# misbehaviours: exit (a different message each time), crash (the same traceback each time), ignore_term,
+# never_ready.
 FAKE_VLLM = textwrap.dedent(
     """
-    import http.server, json, os, signal, subprocess, sys, time
+    import http.server, json, os, random, signal, string, subprocess, sys, time
     argv = sys.argv[1:]
+    if argv == ["--version"]:
+        if "FAKE_VLLM_VERSION" not in os.environ:
+            sys.exit(1)
+        print(os.environ["FAKE_VLLM_VERSION"])
+        sys.exit(0)
+    allowed = os.environ.get("FAKE_VLLM_FLAGS")
+    if allowed is not None:
+        unknown = [a for a in argv if a.startswith("--") and a not in json.loads(allowed)]
+        if unknown:
+            print("usage: vllm serve [model_tag] [options]", file=sys.stderr)
+            print("vllm: error: unrecognized arguments: " + " ".join(unknown), file=sys.stderr)
+            sys.exit(2)
     port = int(argv[argv.index("--port") + 1])
     record = os.environ["FAKE_VLLM_RECORD"]
     worker = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(600)"])
     with open(record, "a") as f:
         f.write(json.dumps({"argv": argv, "pid": os.getpid(), "worker": worker.pid,
                             "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "TMPDIR",
-                                    "VLLM_CACHE_ROOT", "FAKE_EXTRA",
+                                    "VLLM_CACHE_ROOT", "FAKE_EXTRA", "VLLM_API_KEY",
                                     "_ROS_WHEELS_BOOTSTRAP_COMPLETE")}}) + "\\n")
     behaviour = os.environ.get("FAKE_VLLM_BEHAVIOUR", "ok")
     print("fake vllm starting on", port, flush=True)
     if behaviour == "exit":
+        print("engine died: " + "".join(random.choices(string.ascii_letters, k=12)), flush=True)
         sys.exit(3)
+    if behaviour == "crash":
+        print(f"(EngineCore pid={os.getpid()}) ERROR 12-02 10:{random.randint(10, 59)}:00 [core.py:1] failed")
+        print("RuntimeError: CUDA error: no kernel image is available for the device", flush=True)
+        sys.exit(1)
     if behaviour == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if behaviour == "never_ready":
@@ -81,16 +105,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def fake_vllm(tmp_path: Path) -> Path:
     script = tmp_path / "fake-vllm"
@@ -117,11 +131,11 @@ def records(path: Path) -> list[dict]:
 
 
 class SupervisorProcess:
-    """python -m cosmos_reasoner_ros.server_supervisor with a config file; a thread collects its output."""
+    """python -m cosmos_reasoner_ros.server with a config file; a thread collects stdout and stderr."""
 
     def __init__(self, config: Path, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cosmos_reasoner_ros.server_supervisor", "--config", str(config)],
+            [sys.executable, "-m", "cosmos_reasoner_ros.server", "--config", str(config)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -158,12 +172,17 @@ class SupervisorProcess:
             self.lines.append(line)
         return code
 
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
 
-def write_config(tmp_path: Path, fake: Path, port: int, **settings) -> Path:
+
+def write_config(tmp_path: Path, fake: Path, port: int, **overrides) -> Path:
     base = {
         "mode": "qwen3vl",
         "model": str(tmp_path),
         "executable": [str(fake)],
+        "vllm_version": "0.26.0",
         "port": port,
         "media_dir": str(tmp_path / "media"),
         "cache_dir": str(tmp_path / "cache"),
@@ -174,7 +193,7 @@ def write_config(tmp_path: Path, fake: Path, port: int, **settings) -> Path:
         "start_timeout_s": 30.0,
         "env": {"FAKE_EXTRA": "yes"},
     }
-    base.update(settings)
+    base.update(overrides)
     config = tmp_path / "server.yaml"
     config.write_text(yaml.safe_dump(base))
     return config
@@ -185,19 +204,152 @@ def fake_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env["FAKE_VLLM_RECORD"] = str(tmp_path / "record.jsonl")
     env["_ROS_WHEELS_BOOTSTRAP_COMPLETE"] = "1"
+    env.pop("COSMOS_REASONER_API_KEY", None)
     env.update(extra)
     return env
+
+
+def argv_of(settings_: ServerSettings, version: str, **kwargs) -> list[str]:
+    return list(command.build_command(settings_, version, **kwargs).argv)
+
+
+def value(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+def flags_of(cmd: list[str]) -> set[str]:
+    return {arg.split("=", 1)[0] for arg in cmd if arg.startswith("--")}
+
+
+# --- the flag table -----------------------------------------------------------------------------------------
+
+
+def test_the_table_covers_the_supported_releases() -> None:
+    for release in ("0.19.1", "0.21.0", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "cpu-0.32.0", "0.33.0"):
+        assert release in versions.RELEASES, release
+    # What the wheels showed: the trust flag exists from 0.31.0 on (and the gate it opens came with it), the
+    # native Cosmos3 architecture from 0.23.0 on; qwen3 is a reasoning parser everywhere.
+    for release, info in versions.RELEASES.items():
+        minor = versions.sort_key(release)[:3]
+        assert ("--trust-request-mm-kwargs" in info.flags) == (minor >= (0, 31, 0)), release
+        assert ("Cosmos3ForConditionalGeneration" in info.architectures) == (minor >= (0, 23, 0)), release
+        assert "qwen3" in info.reasoning_parsers and "VLLM_API_KEY" in info.env
+        assert info.flags <= versions.KNOWN_FLAGS
+
+
+def _everything(mode: str) -> ServerSettings:
+    """Settings that turn on every flag the supervisor can emit."""
+    return ServerSettings(
+        mode=mode,
+        served_model_name="cosmos",
+        data_parallel_size=4,
+        data_parallel_size_local=2,
+        data_parallel_start_rank=2,
+        data_parallel_address="10.0.0.1",
+        data_parallel_rpc_port=13345,
+        data_parallel_backend="mp",
+        headless=True,
+        gpu_memory_utilization=0.8,
+        max_num_seqs=32,
+        scheduling_policy="priority",
+        prefix_caching="off",
+        mm_processor_cache_gb=0,
+        cameras=3,
+        max_model_len=8192,
+        enforce_eager=True,
+        reasoning_parser="qwen3",
+        extra_args=("--structured-outputs-config", '{"backend": "xgrammar"}'),
+    )
+
+
+@pytest.mark.parametrize("release", list(versions.RELEASES))
+def test_every_command_uses_only_flags_of_its_release(release: str) -> None:
+    """The command for each release, with every option on and with the defaults, uses only flags recorded
+    for that release (derived from its own wheel by tools/derive_vllm_flags.py)."""
+    info = versions.RELEASES[release]
+    version = release[4:] + "+cpu" if release.startswith("cpu-") else release
+    mode = "native" if "Cosmos3ForConditionalGeneration" in info.architectures else "plugin"
+    for each in (_everything(mode), ServerSettings(mode=mode), ServerSettings(mode="qwen3vl")):
+        built = command.build_command(each, version, secrets={"COSMOS_REASONER_API_KEY": "k"})
+        assert built.version is not None and built.version.row.release == release
+        cmd = list(built.argv)
+        assert cmd[:3] == ["vllm", "serve", "nvidia/Cosmos3-Nano"]
+        assert flags_of(cmd[3:]) <= info.flags, sorted(flags_of(cmd[3:]) - info.flags)
+        assert set(built.env) - {"VLLM_NO_USAGE_STATS"} <= info.env | {"VLLM_API_KEY"}
+    every = flags_of(list(command.build_command(_everything(mode), version).argv))
+    # Every emittable flag but the trust flag (which only some releases have) and the plain prefix-caching
+    # switch (the settings turn it off) was used, so the check above covered them.
+    assert versions.KNOWN_FLAGS - every <= {
+        "--trust-request-mm-kwargs",
+        "--enable-prefix-caching",
+        "--api-key",
+    }
+
+
+def test_gpu_and_cpu_command_shapes_come_from_the_same_settings(tmp_path: Path) -> None:
+    """The tier's own settings: vLLM 0.26.0 (the H200 run) gets no trust flag, which it would refuse with exit
+    code 2; vllm-cpu 0.32.0 keeps it (it refuses per-request media kwargs without it); both keep the opencv
+    video backend."""
+    raw = vllm_tier.tiny_server_settings(tmp_path, "cosmos3", 8123, tmp_path / "media", tmp_path)
+    tier = settings.settings_from_mapping(raw)
+    gpu = command.build_command(tier, "0.26.0")
+    cpu = command.build_command(tier, "0.32.0+cpu")
+    assert "--trust-request-mm-kwargs" not in gpu.argv and "--trust-request-mm-kwargs" in cpu.argv
+    assert any("no --trust-request-mm-kwargs" in note for note in gpu.notes)
+    assert [a for a in gpu.argv if a != "--trust-request-mm-kwargs"] == [
+        a for a in cpu.argv if a != "--trust-request-mm-kwargs"
+    ]
+    for built in (gpu, cpu):
+        media = json.loads(value(list(built.argv), "--media-io-kwargs"))
+        assert media == {"video": {"num_frames": -1, "video_backend": "opencv"}}
+        hf = json.loads(value(list(built.argv), "--hf-overrides"))
+        assert hf == {"architectures": ["Cosmos3ForConditionalGeneration"]}
+    assert cpu.version is not None and cpu.version.row.release == "cpu-0.32.0" and cpu.version.row.exact
+
+
+@pytest.mark.parametrize(
+    ("version", "release", "exact"),
+    [
+        ("0.26.0", "0.26.0", True),
+        ("0.32.0+cpu", "cpu-0.32.0", True),
+        ("0.31.0+cpu", "0.31.0", False),  # a CPU build without a row of its own: its GPU release
+        ("0.27.0", "0.27.1", False),  # same minor version
+        ("0.25.2", "0.25.1", False),
+        ("0.23.0.post1", "0.23.0", True),
+        ("0.36.1", "0.34.0", False),  # newer than the table: the newest row
+    ],
+)
+def test_versions_map_to_table_rows(version: str, release: str, exact: bool) -> None:
+    row = versions.row_for(version)
+    assert (row.release, row.exact) == (release, exact)
+    assert bool(row.note) != exact
+
+
+@pytest.mark.parametrize("version", ["0.10.2", "banana", ""])
+def test_unusable_versions_are_refused(version: str) -> None:
+    with pytest.raises(errors.UnknownVersion):
+        detect.resolve_version(version)
+
+
+def test_settings_a_release_cannot_honour_stop_the_start() -> None:
+    with pytest.raises(errors.ConfigError, match=r"0\.21\.0 does not serve Cosmos3ForConditionalGeneration"):
+        command.build_command(ServerSettings(mode="native"), "0.21.0")
+    with pytest.raises(
+        errors.ConfigError, match=r"extra_args: vLLM 0\.26\.0 has no --trust-request-mm-kwargs"
+    ):
+        command.build_command(ServerSettings(extra_args=("--trust-request-mm-kwargs",)), "0.26.0")
+    plugin_late = command.build_command(ServerSettings(mode="plugin"), "0.26.0")
+    assert any("mode native" in note for note in plugin_late.notes)  # allowed, but said
 
 
 # --- the command line and the settings ------------------------------------------------------------
 
 
 def test_shipped_config_loads_and_documents_every_setting() -> None:
-    settings = sup.load_settings()
-    assert settings == sup.ServerSettings()  # the YAML states the defaults, nothing else
-    text = sup.DEFAULT_CONFIG.read_text()
+    assert settings.load_settings() == ServerSettings()  # the YAML states the defaults, nothing else
+    text = config_file("server.yaml").read_text()
     keys = set(yaml.safe_load(text))
-    names = {f.name for f in dataclasses.fields(sup.ServerSettings)}
+    names = {f.name for f in dataclasses.fields(ServerSettings)}
     assert keys == names
     for name in names:  # each setting's line carries a comment
         line = next(line for line in text.splitlines() if line.startswith(f"{name}:"))
@@ -205,19 +357,18 @@ def test_shipped_config_loads_and_documents_every_setting() -> None:
 
 
 def test_plugin_command_is_the_cookbook_command() -> None:
-    settings = sup.ServerSettings(model="nvidia/Cosmos3-Nano", media_dir="/data/media", port=8000)
-    cmd = sup.build_command(settings)
+    cmd = argv_of(ServerSettings(model="nvidia/Cosmos3-Nano", media_dir="/data/media", port=8000), "0.21.0")
     assert cmd[:3] == ["vllm", "serve", "nvidia/Cosmos3-Nano"]
-    hf = json.loads(cmd[cmd.index("--hf-overrides") + 1])
+    hf = json.loads(value(cmd, "--hf-overrides"))
     assert hf == {"architectures": ["Cosmos3ReasonerForConditionalGeneration"]}
-    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "1"
-    assert cmd[cmd.index("--mm-encoder-tp-mode") + 1] == "data"
+    assert value(cmd, "--tensor-parallel-size") == "1" and value(cmd, "--mm-encoder-tp-mode") == "data"
     assert "--async-scheduling" in cmd
-    assert cmd[cmd.index("--allowed-local-media-path") + 1] == "/data/media"
-    assert json.loads(cmd[cmd.index("--media-io-kwargs") + 1]) == {"video": {"num_frames": -1}}
-    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
-    assert cmd[cmd.index("--port") + 1] == "8000"
+    assert value(cmd, "--allowed-local-media-path") == "/data/media"
+    assert json.loads(value(cmd, "--media-io-kwargs")) == {"video": {"num_frames": -1}}
+    assert value(cmd, "--host") == "127.0.0.1" and value(cmd, "--port") == "8000"
     assert "--enforce-eager" not in cmd and "--max-model-len" not in cmd
+    assert "--trust-request-mm-kwargs" not in cmd  # 0.21.0 has no such flag
+    assert "--reasoning-parser" not in cmd and "--data-parallel-size" not in cmd
 
 
 @pytest.mark.parametrize(
@@ -225,38 +376,96 @@ def test_plugin_command_is_the_cookbook_command() -> None:
     [("native", "Cosmos3ForConditionalGeneration"), ("qwen3vl", "Qwen3VLForConditionalGeneration")],
 )
 def test_modes_choose_the_architecture(mode: str, architecture: str) -> None:
-    cmd = sup.build_command(sup.ServerSettings(mode=mode))
-    assert json.loads(cmd[cmd.index("--hf-overrides") + 1]) == {"architectures": [architecture]}
+    cmd = argv_of(ServerSettings(mode=mode), "0.26.0")
+    assert json.loads(value(cmd, "--hf-overrides")) == {"architectures": [architecture]}
 
 
 def test_all_options_reach_the_command_in_order() -> None:
-    settings = sup.ServerSettings(
+    options = ServerSettings(
         mode="native",
         model="/models/nano",
         served_model_name="cosmos",
         executable=("/venv/bin/python", "-m", "vllm.entrypoints.cli.main"),
         tensor_parallel_size=4,
+        data_parallel_size=2,
         max_model_len=8192,
         enforce_eager=True,
         async_scheduling=False,
         trust_request_mm_kwargs=False,
+        gpu_memory_utilization=0.85,
+        max_num_seqs=48,
+        scheduling_policy="priority",
+        prefix_caching="on",
+        mm_processor_cache_gb=2,
+        cameras=3,
+        reasoning_parser="qwen3",
         port=9001,
-        extra_args=("--gpu-memory-utilization", "0.8"),
+        extra_args=("--seed", "7"),
     )
-    cmd = sup.build_command(settings)
+    cmd = argv_of(options, "0.33.0")
     assert cmd[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "/models/nano"]
-    assert cmd[cmd.index("--served-model-name") + 1] == "cosmos"
-    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "4"
-    assert cmd[cmd.index("--max-model-len") + 1] == "8192"
-    assert "--enforce-eager" in cmd
+    assert value(cmd, "--served-model-name") == "cosmos"
+    assert value(cmd, "--tensor-parallel-size") == "4" and value(cmd, "--data-parallel-size") == "2"
+    assert value(cmd, "--max-model-len") == "8192" and "--enforce-eager" in cmd
+    assert value(cmd, "--gpu-memory-utilization") == "0.85" and value(cmd, "--max-num-seqs") == "48"
+    assert value(cmd, "--scheduling-policy") == "priority" and "--enable-prefix-caching" in cmd
+    assert value(cmd, "--mm-processor-cache-gb") == "2"
+    assert json.loads(value(cmd, "--limit-mm-per-prompt")) == {"video": 3, "image": 3}
+    assert value(cmd, "--reasoning-parser") == "qwen3"
     assert "--async-scheduling" not in cmd and "--trust-request-mm-kwargs" not in cmd
-    assert cmd[-2:] == ["--gpu-memory-utilization", "0.8"]  # extra arguments come last and win
+    assert cmd[-2:] == ["--seed", "7"]  # extra arguments come last and win
+    assert "--no-enable-prefix-caching" in argv_of(
+        dataclasses.replace(options, prefix_caching="off"), "0.33.0"
+    )
+
+
+def test_multi_node_data_parallel_flags() -> None:
+    secondary = ServerSettings(
+        mode="native",
+        data_parallel_size=4,
+        data_parallel_size_local=2,
+        data_parallel_start_rank=2,
+        data_parallel_address="10.0.0.1",
+        data_parallel_rpc_port=13345,
+        headless=True,
+    )
+    cmd = argv_of(secondary, "0.26.0")
+    assert value(cmd, "--data-parallel-size") == "4" and value(cmd, "--data-parallel-size-local") == "2"
+    assert (
+        value(cmd, "--data-parallel-start-rank") == "2"
+        and value(cmd, "--data-parallel-address") == "10.0.0.1"
+    )
+    assert value(cmd, "--data-parallel-rpc-port") == "13345" and "--headless" in cmd
+    with pytest.raises(errors.ConfigError, match="headless"):
+        ServerSettings(headless=True)  # a single host has nothing to be headless for
+
+
+def test_api_key_goes_to_the_environment_and_is_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    keyed = ServerSettings(api_key_env="FLEET_KEY", extra_args=("--api-key", "other-secret"))
+    built = command.build_command(keyed, "0.26.0", secrets={"FLEET_KEY": "sk-fleet"})
+    assert built.env["VLLM_API_KEY"] == "sk-fleet" and "sk-fleet" not in built.argv
+    assert built.environment({"HOME": "/h"})["VLLM_API_KEY"] == "sk-fleet"
+    shown = json.dumps(built.shown())
+    assert "sk-fleet" not in shown and "other-secret" not in shown and command.REDACTED in shown
+    assert command.redacted_argv(["--api-key=abc", "--port", "1"]) == ["--api-key=<redacted>", "--port", "1"]
+    unkeyed = command.build_command(keyed, "0.26.0", secrets={})
+    assert "VLLM_API_KEY" not in unkeyed.env and any("FLEET_KEY" in note for note in unkeyed.notes)
+    # --print-command, with the key in this process's environment.
+    os.environ["FLEET_KEY"] = "sk-printed"
+    try:
+        assert (
+            cli.main(["--print-command", "--vllm-version", "0.26.0", "--set", "api_key_env=FLEET_KEY"]) == 0
+        )
+    finally:
+        del os.environ["FLEET_KEY"]
+    printed = capsys.readouterr().out
+    assert "sk-printed" not in printed and json.loads(printed)["env"]["VLLM_API_KEY"] == command.REDACTED
 
 
 def test_external_mode_builds_no_command() -> None:
-    with pytest.raises(sup.SupervisorError):
-        sup.build_command(sup.ServerSettings(mode="external", server_url="http://gpu:8000/v1"))
-    assert sup.ServerSettings(mode="external", server_url="http://gpu:8000/v1").url == "http://gpu:8000"
+    with pytest.raises(errors.SupervisorError):
+        command.build_command(ServerSettings(mode="external", server_url="http://gpu:8000/v1"), "0.26.0")
+    assert ServerSettings(mode="external", server_url="http://gpu:8000/v1").url == "http://gpu:8000"
 
 
 @pytest.mark.parametrize(
@@ -266,21 +475,28 @@ def test_external_mode_builds_no_command() -> None:
         {"port": "0"},
         {"gpus": "0,x"},
         {"tensor_parallel_size": "0"},
+        {"data_parallel_size": "0"},
         {"mode": "external"},  # needs server_url
         {"no_such_setting": "1"},
         {"async_scheduling": "maybe"},
         {"media_io_kwargs": "[1, 2]"},
+        {"scheduling_policy": "lifo"},
+        {"prefix_caching": "maybe"},
+        {"mm_processor_cache_gb": "-3"},
+        {"gpu_memory_utilization": "1.5"},
+        {"executable": '["/venv/bin/python", "-m'},  # JSON that does not parse
+        {"max_num_seqs": "2.5"},
     ],
 )
 def test_invalid_settings_are_rejected_with_the_setting_named(overrides: dict[str, str]) -> None:
-    with pytest.raises(sup.SupervisorError) as info:
-        sup.load_settings(None, overrides)
-    assert info.value.exit_code == sup.EXIT_CONFIG
+    with pytest.raises(errors.SupervisorError) as info:
+        settings.load_settings(None, overrides)
+    assert info.value.exit_code == errors.EXIT_CONFIG
     assert next(iter(overrides)) in str(info.value)
 
 
-def test_command_line_flags_override_the_config(tmp_path: Path) -> None:
-    args = sup.parse_args(
+def test_command_line_flags_override_the_config() -> None:
+    args = cli.parse_args(
         [
             "--mode",
             "native",
@@ -292,49 +508,104 @@ def test_command_line_flags_override_the_config(tmp_path: Path) -> None:
             "2,3",
             "--tensor-parallel-size",
             "2",
+            "--cameras",
+            "2",
             "--set",
             "enforce_eager=true",
             "--set",
             'media_io_kwargs={"video": {"num_frames": 8}}',
             "--set",
             "extra_args=--seed 7",
+            "--set",
+            'executable=["/venv/bin/python", "-m", "vllm.entrypoints.cli.main"]',
         ]
     )
-    settings = sup.settings_from_args(args)
-    assert (settings.mode, settings.model, settings.port, settings.gpus) == ("native", "/m", 9100, "2,3")
-    assert settings.tensor_parallel_size == 2 and settings.enforce_eager is True
-    assert settings.media_io_kwargs == {"video": {"num_frames": 8}}
-    assert settings.extra_args == ("--seed", "7")
+    chosen = cli.settings_from_args(args)
+    assert (chosen.mode, chosen.model, chosen.port, chosen.gpus) == ("native", "/m", 9100, "2,3")
+    assert chosen.tensor_parallel_size == 2 and chosen.enforce_eager is True and chosen.cameras == 2
+    assert chosen.media_io_kwargs == {"video": {"num_frames": 8}}
+    assert chosen.extra_args == ("--seed", "7")
+    # JSON for lists, as for mappings (a plain string is still split at spaces).
+    assert chosen.executable == ("/venv/bin/python", "-m", "vllm.entrypoints.cli.main")
 
 
-def test_yaml_gpu_list_and_number_are_accepted() -> None:
-    assert sup.settings_from_mapping({"gpus": [0, 1]}).gpus == "0,1"
-    assert sup.settings_from_mapping({"gpus": 3}).gpus == "3"
+def test_yaml_values_of_other_types_are_accepted() -> None:
+    assert settings.settings_from_mapping({"gpus": [0, 1]}).gpus == "0,1"
+    assert settings.settings_from_mapping({"gpus": 3}).gpus == "3"
+    assert settings.settings_from_mapping({"vllm_version": 0.26}).vllm_version == "0.26"
 
 
 def test_environment_of_the_server(tmp_path: Path) -> None:
-    settings = sup.ServerSettings(
+    chosen = ServerSettings(
         gpus="1, 3",
         cache_dir=str(tmp_path / "c"),
-        env={"VLLM_CPU_KVCACHE_SPACE": "2"},
+        env={"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_USE_FLASHINFER_SAMPLER": "0"},
         unset_env=("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH"),
     )
-    env = sup.build_env(
-        settings, {"_ROS_WHEELS_BOOTSTRAP_COMPLETE": "1", "LD_LIBRARY_PATH": "/opt/ros", "HOME": "/h"}
+    built = command.build_command(chosen, "0.26.0", secrets={})
+    env = built.environment(
+        {"_ROS_WHEELS_BOOTSTRAP_COMPLETE": "1", "LD_LIBRARY_PATH": "/opt/ros", "HOME": "/h"}
     )
     assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
     assert env["TMPDIR"] == str(tmp_path / "c" / "tmp")
     assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "c" / "vllm")
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "c" / "inductor")
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2" and env["HOME"] == "/h"
+    assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert "_ROS_WHEELS_BOOTSTRAP_COMPLETE" not in env and "LD_LIBRARY_PATH" not in env
+
+
+# --- which vLLM the executable runs ---------------------------------------------------------------------
+
+
+def _fake_dist(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_version_from_the_executables_environment(tmp_path: Path, fake_vllm: Path) -> None:
+    site = tmp_path / "site"
+    _fake_dist(site, "vllm", "0.26.0")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(site)}
+    found = detect.detect_version((str(fake_vllm),), "auto", env)
+    assert found.version == "0.26.0" and found.row.release == "0.26.0"
+    assert sys.executable in found.source  # the interpreter of the script's #! line
+    # The same through `python -m vllm.entrypoints.cli.main`, and a vllm-cpu install.
+    cpu_site = tmp_path / "cpu"
+    _fake_dist(cpu_site, "vllm-cpu", "0.32.0")
+    found = detect.detect_version(
+        (sys.executable, "-m", "vllm.entrypoints.cli.main"), "auto", {**env, "PYTHONPATH": str(cpu_site)}
+    )
+    assert (found.version, found.row.release) == ("0.32.0+cpu", "cpu-0.32.0")
+
+
+def test_version_from_the_version_flag_and_pips_long_path_form(tmp_path: Path, fake_vllm: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "FAKE_VLLM_VERSION": "0.21.0"}
+    found = detect.detect_version((str(fake_vllm),), "auto", env)
+    assert found.version == "0.21.0" and "--version" in found.source
+    wrapper = tmp_path / "vllm-long"
+    wrapper.write_text(f"#!/bin/sh\n'''exec' \"{sys.executable}\" \"$0\" \"$@\"\n' '''\n")
+    assert detect.environment_python(wrapper) == Path(sys.executable)
+    with pytest.raises(errors.UnknownVersion, match="vllm_version"):
+        detect.detect_version((str(fake_vllm),), "auto", {"PATH": os.environ["PATH"]})
+    assert detect.detect_version(("nothing",), "0.33.0", {}).source == "set by vllm_version"
+
+
+@pytest.mark.skipif(bool(vllm_tier.missing_reason()), reason=str(vllm_tier.missing_reason()))
+def test_the_cpu_tier_environment_is_detected_as_vllm_cpu() -> None:
+    tier = settings.settings_from_mapping(
+        vllm_tier.tiny_server_settings(Path("/m"), "qwen3vl", 8123, Path("/tmp/m"), Path("/tmp/w"))
+    )
+    found = supervisor.detect(tier)
+    assert found.version == "0.32.0+cpu" and found.row.release == "cpu-0.32.0" and found.row.exact
 
 
 # --- checks before starting -----------------------------------------------------------------------
 
 
 def test_missing_executable_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = sup.main(
+    code = cli.main(
         [
             "--mode",
             "qwen3vl",
@@ -348,12 +619,12 @@ def test_missing_executable_is_reported(tmp_path: Path, capsys: pytest.CaptureFi
             str(tmp_path / "m"),
         ]
     )
-    assert code == sup.EXIT_NO_EXECUTABLE
+    assert code == errors.EXIT_NO_EXECUTABLE
     assert "/nonexistent/vllm" in capsys.readouterr().err
 
 
 def test_missing_model_path_is_reported(tmp_path: Path, fake_vllm: Path, capsys) -> None:
-    code = sup.main(
+    code = cli.main(
         [
             "--mode",
             "qwen3vl",
@@ -367,11 +638,11 @@ def test_missing_model_path_is_reported(tmp_path: Path, fake_vllm: Path, capsys)
             str(tmp_path / "m"),
         ]
     )
-    assert code == sup.EXIT_NO_MODEL
+    assert code == errors.EXIT_NO_MODEL
     assert "does not exist" in capsys.readouterr().err
     # A hub id is not a path: it passes this check.
-    sup.prepare(
-        sup.ServerSettings(
+    supervisor.prepare(
+        ServerSettings(
             model="nvidia/Cosmos3-Nano",
             executable=(str(fake_vllm),),
             port=free_port(),
@@ -385,7 +656,7 @@ def test_port_in_use_is_reported_before_starting(tmp_path: Path, fake_vllm: Path
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code = sup.main(
+        code = cli.main(
             [
                 "--mode",
                 "qwen3vl",
@@ -399,19 +670,91 @@ def test_port_in_use_is_reported_before_starting(tmp_path: Path, fake_vllm: Path
                 str(tmp_path / "m"),
             ]
         )
-    assert code == sup.EXIT_PORT_IN_USE
+    assert code == errors.EXIT_PORT_IN_USE
     assert f"port {port}" in capsys.readouterr().err
     assert not (tmp_path / "record.jsonl").exists()  # nothing was started
 
 
 def test_media_dir_is_created_private(tmp_path: Path, fake_vllm: Path) -> None:
     media = tmp_path / "a" / "media"
-    sup.prepare(
-        sup.ServerSettings(
+    supervisor.prepare(
+        ServerSettings(
             model=str(tmp_path), executable=(str(fake_vllm),), port=free_port(), media_dir=str(media)
         )
     )
     assert media.is_dir() and stat.S_IMODE(media.stat().st_mode) == 0o700
+
+
+# --- failures that restarting cannot fix -----------------------------------------------------------------
+
+
+def test_usage_errors_and_repeated_failures_are_recognised() -> None:
+    refused = [
+        "usage: vllm serve [model_tag] [options]",
+        "vllm: error: unrecognized arguments: --trust-request-mm-kwargs",
+    ]
+    assert supervisor.usage_error(2, refused) == refused[1]
+    assert supervisor.usage_error(2, []) is not None  # argparse's code alone
+    assert supervisor.usage_error(1, ["RuntimeError: CUDA out of memory"]) is None
+    first = [
+        "(EngineCore_DP0 pid=4121) ERROR 12-02 10:14:03 [core.py:708] EngineCore failed to start.",
+        "RuntimeError: x at 0x7f3a",
+    ]
+    second = [
+        "(EngineCore_DP0 pid=5303) ERROR 12-02 10:16:44 [core.py:708] EngineCore failed to start.",
+        "RuntimeError: x at 0x7f9b",
+    ]
+    assert supervisor.failure_signature(1, first) == supervisor.failure_signature(1, second)
+    assert supervisor.failure_signature(1, first) != supervisor.failure_signature(3, first)
+    assert supervisor.failure_signature(1, first) != supervisor.failure_signature(
+        1, [*first[:1], "OSError: disk"]
+    )
+    assert supervisor.failure_message(first) == "RuntimeError: x at 0x7f3a"  # the last error line
+    assert supervisor.failure_message(first[:1]) == "EngineCore failed to start."  # without the log prefix
+
+
+@pytest.mark.slow
+def test_a_refused_command_line_is_not_restarted(tmp_path: Path, fake_vllm: Path) -> None:
+    """The H200 failure: vLLM 0.26.0 refuses --trust-request-mm-kwargs with exit code 2. Built for a release
+    that has the flag, the command is refused once and the supervisor stops with the server's message."""
+    allowed = json.dumps(sorted(versions.RELEASES["0.26.0"].flags))
+    config = write_config(tmp_path, fake_vllm, free_port(), vllm_version="0.32.0", max_restarts=5)
+    proc = SupervisorProcess(config, fake_env(tmp_path, FAKE_VLLM_FLAGS=allowed))
+    started = time.monotonic()
+    assert proc.finish() == errors.EXIT_SERVER_USAGE
+    assert time.monotonic() - started < 15
+    assert "unrecognized arguments: --trust-request-mm-kwargs" in proc.text
+    assert "restart 1/" not in proc.text and not records(tmp_path / "record.jsonl")  # started once, refused
+
+
+@pytest.mark.slow
+def test_the_detected_release_gets_a_command_it_accepts(tmp_path: Path, fake_vllm: Path) -> None:
+    """The same stand-in, now detected as 0.26.0 through `--version`: no trust flag, and it serves."""
+    allowed = json.dumps(sorted(versions.RELEASES["0.26.0"].flags))
+    port = free_port()
+    config = write_config(tmp_path, fake_vllm, port, vllm_version="auto")
+    proc = SupervisorProcess(config, fake_env(tmp_path, FAKE_VLLM_FLAGS=allowed, FAKE_VLLM_VERSION="0.26.0"))
+    try:
+        assert proc.read_until("READY ") == f"READY http://127.0.0.1:{port}"
+        assert "vLLM 0.26.0 (`" in proc.text and "flag table row 0.26.0" in proc.text
+        assert "note: trust_request_mm_kwargs: not emitted" in proc.text
+        assert "--trust-request-mm-kwargs" not in records(tmp_path / "record.jsonl")[0]["argv"]
+        assert json.loads((tmp_path / "ready.json").read_text())["vllm_version"] == "0.26.0"
+        proc.proc.send_signal(signal.SIGTERM)
+        assert proc.finish() == errors.EXIT_OK
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+
+
+@pytest.mark.slow
+def test_the_same_failure_twice_before_health_is_not_restarted_again(tmp_path: Path, fake_vllm: Path) -> None:
+    config = write_config(tmp_path, fake_vllm, free_port(), max_restarts=5)
+    proc = SupervisorProcess(config, fake_env(tmp_path, FAKE_VLLM_BEHAVIOUR="crash"))
+    assert proc.finish() == errors.EXIT_SERVER_START_FAILED
+    assert len(records(tmp_path / "record.jsonl")) == 2
+    assert "no kernel image is available" in proc.lines[-1]  # the server's message, last
+    assert "restart 1/5" in proc.text and "restart 2/5" not in proc.text
 
 
 # --- supervision of a stand-in server -----------------------------------------------------------------------
@@ -420,7 +763,8 @@ def test_media_dir_is_created_private(tmp_path: Path, fake_vllm: Path) -> None:
 @pytest.mark.slow
 def test_ready_restart_after_death_and_stop_of_the_whole_group(tmp_path: Path, fake_vllm: Path) -> None:
     port = free_port()
-    proc = SupervisorProcess(write_config(tmp_path, fake_vllm, port, gpus="0,1"), fake_env(tmp_path))
+    env = fake_env(tmp_path, COSMOS_REASONER_API_KEY="sk-never-logged")
+    proc = SupervisorProcess(write_config(tmp_path, fake_vllm, port, gpus="0,1"), env)
     try:
         assert proc.read_until("READY ") == f"READY http://127.0.0.1:{port}"
         assert any(line == "[vllm] fake vllm ready" for line in proc.lines)  # forwarded with the prefix
@@ -432,6 +776,7 @@ def test_ready_restart_after_death_and_stop_of_the_whole_group(tmp_path: Path, f
         assert first["env"]["CUDA_VISIBLE_DEVICES"] == "0,1"
         assert first["env"]["TMPDIR"] == str(tmp_path / "cache" / "tmp")
         assert first["env"]["FAKE_EXTRA"] == "yes"
+        assert first["env"]["VLLM_API_KEY"] == "sk-never-logged"  # the key reached the server...
         assert first["env"]["_ROS_WHEELS_BOOTSTRAP_COMPLETE"] is None
         assert os.getpgid(first["pid"]) == first["pid"]  # its own process group
 
@@ -443,9 +788,10 @@ def test_ready_restart_after_death_and_stop_of_the_whole_group(tmp_path: Path, f
         assert any("restart 1/5" in line for line in proc.lines)
 
         proc.proc.send_signal(signal.SIGTERM)
-        assert proc.finish() == sup.EXIT_OK
+        assert proc.finish() == errors.EXIT_OK
         assert not alive(second["pid"]) and not alive(second["worker"])  # the whole group is gone
         assert not (tmp_path / "ready.json").exists()
+        assert "sk-never-logged" not in proc.text  # ...and never appeared in its log
     finally:
         if proc.proc.poll() is None:
             proc.proc.kill()
@@ -463,7 +809,7 @@ def test_sigint_stops_too_and_sigkill_follows_an_ignored_sigterm(tmp_path: Path,
         server = records(tmp_path / "record.jsonl")[0]
         started = time.monotonic()
         proc.proc.send_signal(signal.SIGINT)
-        assert proc.finish() == sup.EXIT_OK
+        assert proc.finish() == errors.EXIT_OK
         assert 0.9 < time.monotonic() - started < 15
         assert any("SIGKILL" in line for line in proc.lines)
         assert not alive(server["pid"]) and not alive(server["worker"])
@@ -477,10 +823,11 @@ def test_gives_up_after_bounded_restarts_with_growing_backoff(tmp_path: Path, fa
     config = write_config(tmp_path, fake_vllm, free_port(), max_restarts=3, restart_backoff_s=0.2)
     proc = SupervisorProcess(config, fake_env(tmp_path, FAKE_VLLM_BEHAVIOUR="exit"))
     started = time.monotonic()
-    assert proc.finish() == sup.EXIT_GAVE_UP
+    assert proc.finish() == errors.EXIT_GAVE_UP
     assert len(records(tmp_path / "record.jsonl")) == 4  # the first start and three restarts
     assert time.monotonic() - started >= 0.2 + 0.4 + 0.8  # backoff doubles
     assert any("giving up" in line for line in proc.lines)
+    assert "engine died" in proc.lines[-1]  # with the last failure's message
     # Each dead server's worker was stopped with it (they would hold the port and memory).
     assert not any(alive(r["worker"]) for r in records(tmp_path / "record.jsonl"))
 
@@ -489,7 +836,7 @@ def test_gives_up_after_bounded_restarts_with_growing_backoff(tmp_path: Path, fa
 def test_start_timeout_stops_the_server(tmp_path: Path, fake_vllm: Path) -> None:
     config = write_config(tmp_path, fake_vllm, free_port(), start_timeout_s=1.0)
     proc = SupervisorProcess(config, fake_env(tmp_path, FAKE_VLLM_BEHAVIOUR="never_ready"))
-    assert proc.finish() == sup.EXIT_NOT_READY
+    assert proc.finish() == errors.EXIT_NOT_READY
     server = records(tmp_path / "record.jsonl")[0]
     assert not alive(server["pid"]) and not alive(server["worker"])
     assert any("start_timeout_s" in line for line in proc.lines)
@@ -498,21 +845,52 @@ def test_start_timeout_stops_the_server(tmp_path: Path, fake_vllm: Path) -> None
 def test_external_mode_waits_for_the_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ready = tmp_path / "ready.json"
     with ScriptedServer() as server:
-        code = sup.main(["--mode", "external", "--server-url", server.base_url, "--ready-file", str(ready)])
-    assert code == sup.EXIT_OK
+        code = cli.main(["--mode", "external", "--server-url", server.base_url, "--ready-file", str(ready)])
+    assert code == errors.EXIT_OK
     assert f"READY {server.url}" in capsys.readouterr().out.splitlines()
     assert json.loads(ready.read_text())["url"] == server.url
 
 
-def test_external_mode_gives_up_when_nothing_answers(tmp_path: Path) -> None:
+def test_external_mode_gives_up_when_nothing_answers() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     started = time.monotonic()
-    code = sup.main(["--mode", "external", "--server-url", url, "--start-timeout-s", "0.5"])
-    assert code == sup.EXIT_NOT_READY
+    code = cli.main(["--mode", "external", "--server-url", url, "--start-timeout-s", "0.5"])
+    assert code == errors.EXIT_NOT_READY
     assert time.monotonic() - started < 10
 
 
-def test_print_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert sup.main(["--print-command", "--mode", "native", "--port", "8123"]) == 0
-    cmd = json.loads(capsys.readouterr().out)
-    assert cmd[:3] == ["vllm", "serve", "nvidia/Cosmos3-Nano"] and cmd[cmd.index("--port") + 1] == "8123"
+def test_print_command_shows_the_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        cli.main(["--print-command", "--mode", "native", "--port", "8123", "--vllm-version", "0.26.0"]) == 0
+    )
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["vllm_version"], shown["flag_table_row"], shown["detected"]) == (
+        "0.26.0",
+        "0.26.0",
+        "set by vllm_version",
+    )
+    cmd = shown["command"]
+    assert cmd[:3] == ["vllm", "serve", "nvidia/Cosmos3-Nano"] and value(cmd, "--port") == "8123"
+
+
+def test_the_old_module_path_still_runs_the_command_line() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cosmos_reasoner_ros.server_supervisor",
+            "--print-command",
+            "--vllm-version",
+            "0.21.0",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        },
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["vllm_version"] == "0.21.0"

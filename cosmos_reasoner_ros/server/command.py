@@ -1,0 +1,234 @@
+"""The `vllm serve` command line and environment for given settings and a given vLLM release.
+
+Only flags the release has are emitted (versions.RELEASES, derived from each release's own argument
+definitions): a setting whose flag the release lacks is left out with a note when vLLM does the same without
+it (--trust-request-mm-kwargs before 0.31: per-request media kwargs need no trust there), and is an error
+when leaving it out would change what the user asked for. The API key travels in the server's environment
+(VLLM_API_KEY), never on its command line, which any local user can read in /proc; anything shown or logged
+goes through redacted_argv / redacted_env.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .detect import DetectedVersion, resolve_version
+from .errors import ConfigError
+from .settings import ARCHITECTURES, ServerSettings
+from .versions import KNOWN_ENV, KNOWN_FLAGS, KNOWN_REASONING_PARSERS, RELEASES, sort_key
+
+REDACTED = "<redacted>"
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+_SECRET_FLAGS = ("--api-key",)
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """What to run: argv (never a shell string), the variables set on top of the inherited environment (the
+    API key among them), the variables removed from it, and notes on settings left out for this release."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    unset: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    version: DetectedVersion | None = None
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The server's whole environment: `base` (default: this process's) minus `unset`, plus `env`."""
+        inherited = os.environ if base is None else base
+        env = {k: v for k, v in inherited.items() if k not in self.unset}
+        env.update(self.env)
+        return env
+
+    def shown(self) -> dict[str, object]:
+        """What --print-command prints and the log shows: secrets redacted."""
+        return {
+            "vllm_version": self.version.version if self.version else None,
+            "detected": self.version.source if self.version else None,
+            "flag_table_row": self.version.row.release if self.version else None,
+            "command": redacted_argv(self.argv),
+            "env": redacted_env(self.env),
+            "unset_env": list(self.unset),
+            "notes": list(self.notes),
+        }
+
+
+def redacted_argv(argv: Sequence[str]) -> list[str]:
+    """argv with the values of secret flags (--api-key X, --api-key=X) replaced."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+        elif arg in _SECRET_FLAGS:
+            out.append(arg)
+            hide_next = True
+        elif arg.split("=", 1)[0] in _SECRET_FLAGS and "=" in arg:
+            out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+        else:
+            out.append(arg)
+    return out
+
+
+def redacted_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Variables whose names look secret (…KEY, …TOKEN, …SECRET, …PASSWORD) with their values replaced."""
+    return {k: (REDACTED if _SECRET_NAME.search(k) and v else v) for k, v in env.items()}
+
+
+def base_environment(settings: ServerSettings) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Variables the settings add (GPUs, caches, `env`) and the inherited ones they remove; no secrets."""
+    env: dict[str, str] = {}
+    if settings.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(g.strip() for g in settings.gpus.split(","))
+    if settings.cache_dir:
+        # Compilation caches and temporary files in a directory the caller owns (not ~/.cache or /tmp).
+        root = Path(settings.cache_dir).expanduser().resolve()
+        env["TMPDIR"] = str(root / "tmp")
+        env["VLLM_CACHE_ROOT"] = str(root / "vllm")
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(root / "inductor")
+    env.update({k: str(v) for k, v in settings.env.items()})
+    return env, tuple(settings.unset_env)
+
+
+def build_command(
+    settings: ServerSettings,
+    version: DetectedVersion | str,
+    secrets: Mapping[str, str] | None = None,
+) -> ServerCommand:
+    """The command for `settings` on `version` (a detected version, or a version string such as "0.26.0").
+
+    `secrets` is where the API key is read from (default: this process's environment, variable
+    settings.api_key_env). Raises ConfigError for settings this release cannot honour.
+    """
+    if settings.mode == "external":
+        raise ConfigError("mode external starts no server")
+    detected = resolve_version(version) if isinstance(version, str) else version
+    release = detected.row.info
+    label = f"vLLM {detected.version}"
+    notes: list[str] = []
+    cmd: list[str] = [*settings.executable, "serve", settings.model]
+
+    def add(setting: str, flag: str, *values: str, optional: str = "") -> None:
+        """Emit `flag` when the release has it; else note `optional` (why vLLM needs no flag), or fail."""
+        if flag in release.flags:
+            cmd.extend((flag, *values))
+        elif optional:
+            notes.append(f"{setting}: not emitted, {label} has no {flag} ({optional})")
+        else:
+            raise ConfigError(f"{setting}: {label} has no {flag} ({_rows_with(flag)})")
+
+    architecture = ARCHITECTURES[settings.mode]
+    if settings.mode == "native" and architecture not in release.architectures:
+        raise ConfigError(
+            f"mode native: {label} does not serve {architecture} (it does from vLLM "
+            f"{_first_row_with(architecture=architecture)}); use mode plugin with the vllm-cosmos3 plugin"
+        )
+    if settings.mode == "plugin" and ARCHITECTURES["native"] in release.architectures:
+        notes.append(
+            f"mode plugin: {label} serves {ARCHITECTURES['native']} without the plugin (mode native); the "
+            "vllm-cosmos3 plugin was made for vLLM 0.19.1 and 0.21.0"
+        )
+    if settings.served_model_name:
+        add("served_model_name", "--served-model-name", settings.served_model_name)
+    add("mode", "--hf-overrides", json.dumps({"architectures": [architecture]}))
+    add("tensor_parallel_size", "--tensor-parallel-size", str(settings.tensor_parallel_size))
+    if settings.data_parallel_size > 1:
+        add("data_parallel_size", "--data-parallel-size", str(settings.data_parallel_size))
+    if settings.data_parallel_size_local:
+        add("data_parallel_size_local", "--data-parallel-size-local", str(settings.data_parallel_size_local))
+    if settings.data_parallel_start_rank:
+        add("data_parallel_start_rank", "--data-parallel-start-rank", str(settings.data_parallel_start_rank))
+    if settings.data_parallel_address:
+        add("data_parallel_address", "--data-parallel-address", settings.data_parallel_address)
+    if settings.data_parallel_rpc_port:
+        add("data_parallel_rpc_port", "--data-parallel-rpc-port", str(settings.data_parallel_rpc_port))
+    if settings.data_parallel_backend:
+        add("data_parallel_backend", "--data-parallel-backend", settings.data_parallel_backend)
+    if settings.headless:
+        add("headless", "--headless")
+    if settings.mm_encoder_tp_mode:
+        add("mm_encoder_tp_mode", "--mm-encoder-tp-mode", settings.mm_encoder_tp_mode, optional="a tuning")
+    if settings.async_scheduling:
+        add("async_scheduling", "--async-scheduling", optional="a tuning")
+    if settings.media_dir:
+        media = str(Path(settings.media_dir).expanduser().resolve())
+        add("media_dir", "--allowed-local-media-path", media)
+    if settings.media_io_kwargs:
+        add("media_io_kwargs", "--media-io-kwargs", json.dumps(settings.media_io_kwargs))
+    if settings.trust_request_mm_kwargs:
+        add(
+            "trust_request_mm_kwargs",
+            "--trust-request-mm-kwargs",
+            optional="it takes per-request media_io_kwargs and mm_processor_kwargs without it",
+        )
+    if settings.max_model_len > 0:
+        add("max_model_len", "--max-model-len", str(settings.max_model_len))
+    if settings.enforce_eager:
+        add("enforce_eager", "--enforce-eager")
+    if settings.gpu_memory_utilization > 0:
+        add("gpu_memory_utilization", "--gpu-memory-utilization", f"{settings.gpu_memory_utilization:g}")
+    if settings.max_num_seqs > 0:
+        add("max_num_seqs", "--max-num-seqs", str(settings.max_num_seqs))
+    if settings.scheduling_policy != "fcfs":
+        add("scheduling_policy", "--scheduling-policy", settings.scheduling_policy)
+    if settings.prefix_caching != "default":
+        flag = "--enable-prefix-caching" if settings.prefix_caching == "on" else "--no-enable-prefix-caching"
+        add("prefix_caching", flag)
+    if settings.mm_processor_cache_gb >= 0:
+        add("mm_processor_cache_gb", "--mm-processor-cache-gb", f"{settings.mm_processor_cache_gb:g}")
+    if settings.cameras > 0:
+        # One video (or one image) per camera and request: vLLM reserves memory for, and accepts, no more.
+        limits = json.dumps({"video": settings.cameras, "image": settings.cameras})
+        add("cameras", "--limit-mm-per-prompt", limits)
+    if settings.reasoning_parser:
+        parser = settings.reasoning_parser
+        if parser in KNOWN_REASONING_PARSERS and parser not in release.reasoning_parsers:
+            raise ConfigError(f"reasoning_parser: {label} has no reasoning parser {parser!r}")
+        add("reasoning_parser", "--reasoning-parser", parser)
+    add("host", "--host", settings.host)
+    add("port", "--port", str(settings.port))
+    for arg in settings.extra_args:
+        flag = arg.split("=", 1)[0]
+        if flag in KNOWN_FLAGS and flag not in release.flags:
+            raise ConfigError(f"extra_args: {label} has no {flag} ({_rows_with(flag)})")
+    cmd.extend(settings.extra_args)
+
+    env, unset = base_environment(settings)
+    for name in list(env):
+        if name in KNOWN_ENV and name not in release.env:
+            notes.append(f"env: {name} not set, {label} does not read it")
+            del env[name]
+    key = _api_key(settings, secrets)
+    if key:
+        if "VLLM_API_KEY" in release.env:
+            env["VLLM_API_KEY"] = key
+        else:
+            cmd += ["--api-key", key]
+    elif settings.api_key_env:
+        notes.append(
+            f"api_key_env: ${settings.api_key_env} is unset or empty, the server requires no API key"
+        )
+    return ServerCommand(tuple(cmd), env, unset, tuple(notes), detected)
+
+
+def _api_key(settings: ServerSettings, secrets: Mapping[str, str] | None) -> str:
+    if not settings.api_key_env:
+        return ""
+    source = os.environ if secrets is None else secrets
+    return source.get(settings.api_key_env, "").strip()
+
+
+def _rows_with(flag: str) -> str:
+    having = sorted((r for r, info in RELEASES.items() if flag in info.flags), key=sort_key)
+    return f"releases with it: {', '.join(having)}" if having else "no release in the flag table has it"
+
+
+def _first_row_with(architecture: str) -> str:
+    having = sorted((r for r, info in RELEASES.items() if architecture in info.architectures), key=sort_key)
+    return having[0] if having else "none"

@@ -1,0 +1,226 @@
+"""The settings of `cosmos-reasoner-server` (config/server.yaml, documented there): typed, validated, loaded
+from YAML with command-line overrides on top."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, config_file
+
+from .errors import ConfigError
+
+# Architecture each mode asks vLLM for (--hf-overrides); external starts nothing.
+ARCHITECTURES = {
+    "plugin": "Cosmos3ReasonerForConditionalGeneration",  # vLLM 0.19/0.21 with the vllm-cosmos3 plugin
+    "native": "Cosmos3ForConditionalGeneration",  # vLLM >= 0.23, no plugin
+    "qwen3vl": "Qwen3VLForConditionalGeneration",  # the tiny test checkpoint (or any Qwen3-VL model)
+}
+MODES = (*ARCHITECTURES, "external")
+PREFIX_CACHING = ("default", "on", "off")
+SCHEDULING_POLICIES = ("fcfs", "priority")
+DATA_PARALLEL_BACKENDS = ("", "mp", "ray")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Every setting of config/server.yaml (documented there)."""
+
+    mode: str = "plugin"
+    model: str = "nvidia/Cosmos3-Nano"
+    served_model_name: str = ""
+    executable: tuple[str, ...] = ("vllm",)
+    vllm_version: str = "auto"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    server_url: str = ""
+    api_key_env: str = "COSMOS_REASONER_API_KEY"
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    data_parallel_size_local: int = 0
+    data_parallel_start_rank: int = 0
+    data_parallel_address: str = ""
+    data_parallel_rpc_port: int = 0
+    data_parallel_backend: str = ""
+    headless: bool = False
+    gpus: str = ""
+    gpu_memory_utilization: float = 0.0
+    max_num_seqs: int = 0
+    scheduling_policy: str = "fcfs"
+    mm_encoder_tp_mode: str = "data"
+    async_scheduling: bool = True
+    prefix_caching: str = "default"
+    mm_processor_cache_gb: float = -1.0
+    cameras: int = 0
+    max_model_len: int = 0
+    enforce_eager: bool = False
+    reasoning_parser: str = ""
+    media_dir: str = DEFAULT_MEDIA_DIR
+    media_io_kwargs: dict[str, Any] = field(default_factory=lambda: {"video": {"num_frames": -1}})
+    trust_request_mm_kwargs: bool = True
+    extra_args: tuple[str, ...] = ()
+    cache_dir: str = ""
+    env: dict[str, str] = field(default_factory=lambda: {"VLLM_NO_USAGE_STATS": "1"})
+    unset_env: tuple[str, ...] = ("_ROS_WHEELS_BOOTSTRAP_COMPLETE",)
+    start_timeout_s: float = 1800.0
+    health_period_s: float = 1.0
+    max_restarts: int = 5
+    restart_backoff_s: float = 2.0
+    restart_backoff_max_s: float = 60.0
+    restart_reset_s: float = 600.0
+    stop_grace_s: float = 20.0
+    ready_file: str = ""
+    log_prefix: str = "[vllm] "
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.mode not in MODES:
+            problems.append(f"mode: one of {', '.join(MODES)}, got {self.mode!r}")
+        if not 0 < self.port < 65536:
+            problems.append(f"port: 1-65535, got {self.port}")
+        if self.tensor_parallel_size < 1:
+            problems.append(f"tensor_parallel_size: >= 1, got {self.tensor_parallel_size}")
+        if self.data_parallel_size < 1:
+            problems.append(f"data_parallel_size: >= 1, got {self.data_parallel_size}")
+        if not 0 <= self.data_parallel_size_local <= self.data_parallel_size:
+            problems.append(
+                f"data_parallel_size_local: 0 (all on this host) to data_parallel_size, "
+                f"got {self.data_parallel_size_local}"
+            )
+        if not 0 <= self.data_parallel_start_rank < self.data_parallel_size:
+            problems.append(
+                f"data_parallel_start_rank: 0 to data_parallel_size - 1, got {self.data_parallel_start_rank}"
+            )
+        if not 0 <= self.data_parallel_rpc_port < 65536:
+            problems.append(
+                f"data_parallel_rpc_port: 0 (vLLM's default) or 1-65535, got {self.data_parallel_rpc_port}"
+            )
+        if self.data_parallel_backend not in DATA_PARALLEL_BACKENDS:
+            problems.append(f"data_parallel_backend: empty, mp or ray, got {self.data_parallel_backend!r}")
+        if self.headless and self.data_parallel_size_local in (0, self.data_parallel_size):
+            problems.append(
+                "headless: only for a secondary host of multi-node data parallelism "
+                "(data_parallel_size_local below data_parallel_size)"
+            )
+        if not (self.gpu_memory_utilization == 0 or 0 < self.gpu_memory_utilization <= 1):
+            problems.append(
+                f"gpu_memory_utilization: 0 (vLLM's default) or in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if self.max_num_seqs < 0 or self.cameras < 0 or self.max_model_len < 0:
+            problems.append("max_num_seqs, cameras, max_model_len: >= 0 (0: vLLM's default)")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            problems.append(f"scheduling_policy: fcfs or priority, got {self.scheduling_policy!r}")
+        if self.prefix_caching not in PREFIX_CACHING:
+            problems.append(f"prefix_caching: default, on or off, got {self.prefix_caching!r}")
+        if not math.isfinite(self.mm_processor_cache_gb) or (
+            self.mm_processor_cache_gb < 0 and self.mm_processor_cache_gb != -1
+        ):
+            problems.append(
+                f"mm_processor_cache_gb: -1 (vLLM's default) or >= 0, got {self.mm_processor_cache_gb}"
+            )
+        if self.reasoning_parser and not self.reasoning_parser.replace("_", "").isalnum():
+            problems.append(f"reasoning_parser: a parser name such as qwen3, got {self.reasoning_parser!r}")
+        if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
+            problems.append(f"api_key_env: the name of an environment variable, got {self.api_key_env!r}")
+        if self.mode != "external" and not self.model:
+            problems.append("model: a local checkpoint directory or a hub id is needed")
+        if self.mode != "external" and not self.executable:
+            problems.append("executable: empty")
+        if self.mode == "external" and not self.server_url:
+            problems.append("server_url: needed in mode external")
+        if self.server_url and not self.server_url.startswith(("http://", "https://")):
+            problems.append(f"server_url: must start with http:// or https://, got {self.server_url!r}")
+        if min(self.start_timeout_s, self.health_period_s, self.stop_grace_s) <= 0 or self.max_restarts < 0:
+            problems.append("start_timeout_s, health_period_s, stop_grace_s: > 0; max_restarts: >= 0")
+        if self.gpus and not all(g.strip().isdigit() for g in self.gpus.split(",")):
+            problems.append(f"gpus: comma-separated GPU ids such as 0,1, got {self.gpus!r}")
+        if problems:
+            raise ConfigError("invalid server settings:\n  " + "\n  ".join(problems))
+
+    @property
+    def url(self) -> str:
+        """Root URL of the server (where /health lives)."""
+        if self.server_url:
+            url = self.server_url.rstrip("/")
+            return url[: -len("/v1")] if url.endswith("/v1") else url
+        return f"http://{self.host}:{self.port}"
+
+
+def load_settings(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> ServerSettings:
+    """Settings from a YAML file (default: the shipped config/server.yaml, wherever the package is installed)
+    with overrides applied on top."""
+    data: dict[str, Any] = {}
+    if path is not None and not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        source = path or config_file("server.yaml")
+    except FileNotFoundError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        loaded = yaml.safe_load(source.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{source}: expected a mapping of settings")
+    data.update(loaded)
+    data.update(overrides or {})
+    return settings_from_mapping(data)
+
+
+def settings_from_mapping(data: Mapping[str, Any]) -> ServerSettings:
+    """Typed settings from plain values (YAML or command line); unknown keys are an error."""
+    known = {f.name for f in fields(ServerSettings)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown server settings: {', '.join(unknown)}")
+    defaults = ServerSettings()
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        try:
+            values[name] = _coerce(value, getattr(defaults, name))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"setting {name}: {exc}") from exc
+    return ServerSettings(**values)
+
+
+def _coerce(value: Any, default: Any) -> Any:
+    """A YAML value or a command-line string as the type of the setting's default. Strings that look like
+    JSON lists or mappings are parsed as JSON (`--set 'executable=["/venv/bin/python", "-m", "vllm..."]'`)."""
+    if isinstance(default, bool):
+        if isinstance(value, str):
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"expected true or false, got {value!r}")
+            return value.lower() in ("true", "1", "yes")
+        return bool(value)
+    if isinstance(default, int):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError(f"expected an integer, got {value!r}")
+        return int(value)
+    if isinstance(default, float):
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, got {value!r}")
+        return float(value)
+    if isinstance(default, tuple):
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                value = json.loads(value)
+            else:
+                return tuple(value.split())
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"expected a list, got {value!r}")
+        return tuple(str(v) for v in value)
+    if isinstance(default, dict):
+        parsed = json.loads(value) if isinstance(value, str) else value
+        if not isinstance(parsed, dict):
+            raise ValueError(f"expected a mapping, got {value!r}")
+        return dict(parsed)
+    if isinstance(default, str):
+        # YAML reads `gpus: 0` as an int and `gpus: [0, 1]` as a list, `vllm_version: 0.26` as a float.
+        return ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+    return value

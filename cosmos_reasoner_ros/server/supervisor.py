@@ -1,0 +1,351 @@
+"""Starting, watching, restarting and stopping one `vllm serve` process group.
+
+The server runs in its own process group with its log forwarded line by line; readiness (/health 200) is
+printed as `READY <url>` and optionally written to a ready file; a server that dies is restarted with bounded
+exponential backoff, except when restarting cannot help: a command line vLLM refuses (argparse's exit code 2),
+or two exits in a row before /health with the same output. SIGINT/SIGTERM stop the whole group (SIGTERM, then
+SIGKILL after a grace period). Fatal outcomes are raised as errors.py types carrying the server's message.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from .command import ServerCommand, base_environment, build_command, redacted_argv
+from .detect import DetectedVersion, detect_version, resolve_executable
+from .errors import (
+    EXIT_OK,
+    GaveUp,
+    ModelNotFound,
+    NotReady,
+    PortInUse,
+    ServerStartFailed,
+    ServerUsageError,
+)
+from .settings import ServerSettings
+
+_TAIL_LINES = 40  # output lines kept per start: the server's message when it fails
+_SIGNATURE_LINES = 12  # lines compared between two failed starts
+_LOG_PREFIX = re.compile(
+    r"^(?:\([^)]*\)\s*)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+(?:\[[^\]]*\]\s*)?"
+)
+_ARGPARSE_ERROR = re.compile(r"^\S.*?: error: (?:unrecognized arguments|argument |the following arguments)")
+
+
+def prepare(settings: ServerSettings) -> None:
+    """Checks before starting (a clear message now, not a failing server minutes later); creates dirs."""
+    resolve_executable(settings.executable[0])
+    if _looks_local(settings.model) and not Path(settings.model).expanduser().exists():
+        raise ModelNotFound(f"model path {settings.model} does not exist")
+    if port_in_use(settings.host, settings.port) and not settings.headless:
+        raise PortInUse(
+            f"port {settings.port} on {settings.host} is already in use (another server? choose another port "
+            "or use mode external with its URL)"
+        )
+    if settings.media_dir:
+        media = Path(settings.media_dir).expanduser()
+        if not media.exists():
+            # Only the node and the server need to read it: private to this user.
+            media.mkdir(parents=True, mode=0o700)
+    if settings.cache_dir:
+        root = Path(settings.cache_dir).expanduser()
+        for sub in ("tmp", "vllm", "inductor"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+
+
+def detect(settings: ServerSettings) -> DetectedVersion:
+    """The vLLM version of the configured executable, asked in the environment the server will get."""
+    added, unset = base_environment(settings)
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(added)
+    return detect_version(settings.executable, settings.vllm_version, env)
+
+
+def _looks_local(model: str) -> bool:
+    # "org/name" is a hub id; a path starts with /, . or ~ (a relative local org/name is written ./org/name).
+    return model.startswith(("/", ".", "~"))
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def health_ok(url: str, timeout_s: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as resp:  # noqa: S310 (http(s) URL checked)
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def usage_error(code: int | None, lines: list[str]) -> str | None:
+    """The server's message when it exited because it refused its command line, else None."""
+    message = next((line for line in reversed(lines) if _ARGPARSE_ERROR.match(line.strip())), "")
+    if code == 2 or message:
+        return message.strip() or f"exit code {code} (argparse's usage error)"
+    return None
+
+
+def failure_signature(code: int | None, lines: list[str]) -> str:
+    """The last lines of a failed start with what changes between runs (log times, pids, addresses,
+    numbers) taken out: two starts that failed alike have the same signature."""
+    kept = [line for line in lines if line.strip()][-_SIGNATURE_LINES:]
+    normal = [re.sub(r"0x[0-9a-fA-F]+|\d+", "#", _LOG_PREFIX.sub("", line.strip())) for line in kept]
+    return f"exit {code}\n" + "\n".join(normal)
+
+
+def failure_message(lines: list[str]) -> str:
+    """The line that says most about a failed start: the last error line, else the last line."""
+    kept = [_LOG_PREFIX.sub("", line.strip()) for line in lines if line.strip()]
+    errors = [line for line in kept if re.search(r"error|exception|failed", line, re.I)]
+    return (errors or kept or ["(no output)"])[-1]
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops one vLLM server; `run()` blocks until stop() or a fatal failure."""
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        out: TextIO | None = None,
+        on_ready: Callable[[str, int], None] | None = None,
+        version: DetectedVersion | None = None,
+    ) -> None:
+        self.settings = settings
+        self.version = version
+        self.command: ServerCommand | None = None
+        self._out = out or sys.stdout
+        self._on_ready = on_ready
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._out_lock = threading.Lock()
+        self.starts = 0
+        self._stop_reason = ""
+
+    def say(self, message: str) -> None:
+        with self._out_lock:
+            self._out.write(f"[cosmos-reasoner-server] {message}\n")
+            self._out.flush()
+
+    def stop(self, reason: str = "") -> None:
+        """Ask run() to stop the server and return. Safe in a signal handler: it takes no lock (the handler
+        may interrupt this very thread while it holds the output lock)."""
+        self._stop_reason = reason
+        self._stop.set()
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def run(self) -> int:
+        """Serve until stop() (returns EXIT_OK); raises a SupervisorError when the server cannot be served."""
+        s = self.settings
+        if s.mode == "external":
+            return self._wait_external()
+        prepare(s)
+        self.version = self.version or detect(s)
+        self.command = build_command(s, self.version)
+        self.say(self.version.describe())
+        for note in self.command.notes:
+            self.say(f"note: {note}")
+        failures = 0
+        last_signature = ""
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                proc = self._start(self.command)
+                ready = self._wait_ready(proc)
+                if ready:
+                    last_signature = ""
+                    self._watch(proc)
+                if self._stop.is_set():
+                    break
+                code = proc.poll()
+                self._clear_ready()
+                if code is not None:
+                    # The leader died, its workers (the engine core) may live on, holding the port and memory.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                if not ready and code is None:
+                    self._terminate(proc)
+                    raise NotReady(
+                        f"the server was not healthy within start_timeout_s={s.start_timeout_s:.0f} s"
+                    )
+                lines = self._output_of(proc)
+                if not ready:
+                    self._fail_fast(code, lines, last_signature)
+                    last_signature = failure_signature(code, lines)
+                if time.monotonic() - started >= s.restart_reset_s:
+                    failures = 0
+                failures += 1
+                if failures > s.max_restarts:
+                    raise GaveUp(
+                        f"the server exited with code {code} {failures} times in a row: giving up "
+                        f"(last: {failure_message(lines)})"
+                    )
+                delay = min(s.restart_backoff_s * 2 ** (failures - 1), s.restart_backoff_max_s)
+                self.say(f"server exit code {code}; restart {failures}/{s.max_restarts} after {delay:.1f} s")
+                if self._stop.wait(delay):
+                    break
+                if port_in_use(s.host, s.port) and not s.headless:
+                    self.say(f"port {s.port} is still taken after the server exited; waiting for it")
+        finally:
+            if self._stop.is_set():
+                self.say(f"stopping{' on ' + self._stop_reason if self._stop_reason else ''}")
+            if self._proc is not None:
+                self._terminate(self._proc)
+            self._clear_ready()
+        return EXIT_OK
+
+    def _fail_fast(self, code: int | None, lines: list[str], last_signature: str) -> None:
+        """Raise when restarting cannot help: a refused command line, or the same failure as last time."""
+        version = self.version.version if self.version else "?"
+        usage = usage_error(code, lines)
+        if usage is not None:
+            raise ServerUsageError(
+                f"vLLM {version} refused its command line (exit code {code}), not restarting it: {usage}"
+            )
+        if last_signature and failure_signature(code, lines) == last_signature:
+            raise ServerStartFailed(
+                f"the server exited twice before answering /health, with the same output (exit code {code}), "
+                f"not restarting it: {failure_message(lines)}"
+            )
+
+    def _start(self, command: ServerCommand) -> subprocess.Popen[bytes]:
+        self.say("starting: " + shlex.join(redacted_argv(command.argv)))
+        self._tail.clear()
+        proc = subprocess.Popen(
+            list(command.argv),
+            env=command.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopping it also stops its workers
+        )
+        with self._lock:
+            self._proc = proc
+        self.starts += 1
+        self._reader = threading.Thread(target=self._forward, args=(proc,), name="vllm-log", daemon=True)
+        self._reader.start()
+        return proc
+
+    def _forward(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for raw in iter(proc.stdout.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            self._tail.append(line)
+            with self._out_lock:
+                self._out.write(f"{self.settings.log_prefix}{line}\n")
+                self._out.flush()
+        proc.stdout.close()
+
+    def _output_of(self, proc: subprocess.Popen[bytes]) -> list[str]:
+        """The last lines the (exited) server wrote, once its log has been read to the end."""
+        reader = self._reader
+        if reader is not None:
+            reader.join(timeout=5.0)
+        return list(self._tail)
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> bool:
+        """True once /health answers 200; False when the process exits, the time is up or stop() is called.
+        A headless host (multi-node data parallelism) has no API server: it is only watched until it exits."""
+        s = self.settings
+        if s.headless:
+            self.say("headless: no API server on this host, watching the process only")
+        deadline = time.monotonic() + s.start_timeout_s
+        started = time.monotonic()
+        while (s.headless or time.monotonic() < deadline) and not self._stop.is_set():
+            if proc.poll() is not None:
+                return False
+            if not s.headless and health_ok(s.url):
+                self._ready(proc.pid, time.monotonic() - started)
+                return True
+            self._stop.wait(s.health_period_s)
+        return False
+
+    def _watch(self, proc: subprocess.Popen[bytes]) -> None:
+        """Until the server exits or stop(): a ready server is only restarted when its process dies."""
+        while not self._stop.is_set() and proc.poll() is None:
+            self._stop.wait(self.settings.health_period_s)
+
+    def _ready(self, pid: int, elapsed_s: float) -> None:
+        url = self.settings.url
+        self.say(f"healthy after {elapsed_s:.1f} s (pid {pid})")
+        if self.settings.ready_file:
+            path = Path(self.settings.ready_file)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            record = {
+                "url": url,
+                "base_url": url + "/v1",
+                "pid": pid,
+                "starts": self.starts,
+                "start_s": round(elapsed_s, 2),
+                "supervisor_pid": os.getpid(),
+                "vllm_version": self.version.version if self.version else None,
+            }
+            tmp.write_text(json.dumps(record) + "\n")
+            tmp.replace(path)  # atomic: a reader never sees half a file
+        with self._out_lock:
+            # Machine-readable: the demo and the tests wait for this line (printed after the ready file).
+            self._out.write(f"READY {url}\n")
+            self._out.flush()
+        if self._on_ready is not None:
+            self._on_ready(url, pid)
+
+    def _clear_ready(self) -> None:
+        if self.settings.ready_file:
+            Path(self.settings.ready_file).unlink(missing_ok=True)
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGTERM to the whole process group, SIGKILL after stop_grace_s; also reaps leftover workers."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=self.settings.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            self.say(f"still running {self.settings.stop_grace_s:.0f} s after SIGTERM: SIGKILL")
+        # Workers of the group may outlive the leader: never leave any behind.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def _wait_external(self) -> int:
+        s = self.settings
+        self.say(f"waiting up to {s.start_timeout_s:.0f} s for the external server {s.url}")
+        deadline = time.monotonic() + s.start_timeout_s
+        started = time.monotonic()
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if health_ok(s.url):
+                self._ready(0, time.monotonic() - started)
+                return EXIT_OK
+            self._stop.wait(s.health_period_s)
+        if self._stop.is_set():
+            return EXIT_OK
+        raise NotReady(f"the external server {s.url} did not answer /health within {s.start_timeout_s:.0f} s")
