@@ -137,8 +137,9 @@ def main() -> None:
                 response = wait_until(
                     lambda f=future: f.result() if f.done() else None, 30.0, "trigger response"
                 )
+                rid = response.message.split()[0]
                 result = results.wait_for(
-                    lambda items, rid=response.message: next((r for r in items if r.request_id == rid), None),
+                    lambda items, rid=rid: next((r for r in items if r.request_id == rid), None),
                     60.0,
                     "result",
                 )

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from cosmos_reasoner_ros.coordinates import norm_to_pixel, point_pixels
+
 if TYPE_CHECKING:
     from cosmos_reasoner_ros.parsing import Box2D, Point2D, Trajectory
 
@@ -22,13 +24,10 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
 )
 
 
-def _px(norm: float, size: int) -> float:
-    # Always from the 0-1000 value: the frame drawn on may be smaller than the camera image pixels refer to.
-    return norm / 1000.0 * size
-
-
 def _point(p: Point2D, width: int, height: int) -> tuple[int, int]:
-    return (round(_px(p.x_norm, width)), round(_px(p.y_norm, height)))
+    # Always from the 0-1000 value: the frame drawn on may be smaller than the camera image pixels refer to.
+    x, y = point_pixels(p, width, height)
+    return round(x), round(y)
 
 
 def _label(
@@ -60,8 +59,8 @@ def annotate(
     thickness = max(1, round(min(width, height) / 240))
     for i, box in enumerate(boxes):
         colour = PALETTE[i % len(PALETTE)]
-        p1 = (round(_px(box.x1_norm, width)), round(_px(box.y1_norm, height)))
-        p2 = (round(_px(box.x2_norm, width)), round(_px(box.y2_norm, height)))
+        p1 = (round(norm_to_pixel(box.x1_norm, width)), round(norm_to_pixel(box.y1_norm, height)))
+        p2 = (round(norm_to_pixel(box.x2_norm, width)), round(norm_to_pixel(box.y2_norm, height)))
         cv2.rectangle(out, p1, p2, colour, thickness, cv2.LINE_AA)
         _label(out, box.label, (p1[0], p1[1] - 4), colour, scale)
     for i, trajectory in enumerate(trajectories):

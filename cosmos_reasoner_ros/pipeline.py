@@ -1,10 +1,13 @@
 """One Reasoner request end to end, without ROS: clips -> media -> prompt -> request -> client -> answer.
 
-Every request ends in one `Outcome`, success or error; nothing raised inside escapes `Pipeline.run`.
+Every request ends in one `Outcome`, success or error; nothing raised inside escapes `Pipeline.run`. An
+outcome holds no frames but the one the annotated image is drawn on, and no inline media: what outlives a
+request must not pin memory the clip buffer has let go.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -15,6 +18,7 @@ from cosmos_reasoner_ros.client import Completion, ReasonerClient
 from cosmos_reasoner_ros.clip_buffer import Clip, MultiCameraBuffer
 from cosmos_reasoner_ros.clip_writer import ClipWriter
 from cosmos_reasoner_ros.errors import ClipError, ReasonerError, RequestCancelled
+from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaRef
 from cosmos_reasoner_ros.parsing import ParsedAnswer, parse_answer
 from cosmos_reasoner_ros.request_builder import RequestSettings, build_request
@@ -56,6 +60,38 @@ class Timings:
 
 
 @dataclass(frozen=True)
+class ClipSummary:
+    """What a result reports of one clip: its camera, window and sizes, without the frames."""
+
+    camera: str
+    start_ns: int  # stamp of the first frame sent
+    end_ns: int  # stamp of the last frame sent
+    frame_count: int
+    fps: float  # the buffer's sampling rate
+    width: int  # [px] size of the frames sent
+    height: int
+    source_size: tuple[int, int]  # [px] (width, height) of the camera's own images
+
+    @classmethod
+    def of(cls, clip: Clip) -> ClipSummary:
+        return cls(
+            camera=clip.camera,
+            start_ns=clip.start_ns,
+            end_ns=clip.end_ns,
+            frame_count=len(clip.frames),
+            fps=clip.fps,
+            width=clip.width,
+            height=clip.height,
+            source_size=clip.source_size,
+        )
+
+
+def _light(media: MediaRef) -> MediaRef:
+    """A media reference without its payload: a data: URL is megabytes, its MIME type says enough."""
+    return dataclasses.replace(media, url=f"data:{media.mime}") if media.url.startswith("data:") else media
+
+
+@dataclass(frozen=True)
 class Outcome:
     """Everything a ReasonerResult needs, success or error."""
 
@@ -69,8 +105,9 @@ class Outcome:
     answer: str = ""  # final answer; on unparseable/truncated answers the raw text
     choice: str = ""
     parsed: ParsedAnswer | None = None
-    clips: tuple[Clip, ...] = ()
-    media: tuple[MediaRef, ...] = ()
+    clips: tuple[ClipSummary, ...] = ()
+    media: tuple[MediaRef, ...] = ()  # as sent, but data: URLs reduced to their MIME type
+    last_frame: Frame | None = None  # the answer camera's newest frame sent (for the annotated image)
     cameras: tuple[str, ...] = ()
     answer_camera: str = ""  # the camera whose image the pixel coordinates refer to
     image_width: int = 0  # [px] size of the image the pixel coordinates refer to
@@ -93,12 +130,15 @@ class Outcome:
 
     @property
     def clip_frames(self) -> int:
-        return max((len(c.frames) for c in self.clips), default=0)
+        return max((c.frame_count for c in self.clips), default=0)
 
     @property
     def clip_uris(self) -> tuple[str, ...]:
-        # data: URLs are megabytes: report only their MIME type.
-        return tuple(m.url if not m.url.startswith("data:") else f"data:{m.mime}" for m in self.media)
+        return tuple(m.url for m in self.media)
+
+    def without_frames(self) -> Outcome:
+        """The same outcome without its last frame: what may be kept after publishing."""
+        return dataclasses.replace(self, last_frame=None)
 
 
 @dataclass(frozen=True)
@@ -275,6 +315,10 @@ class Pipeline:
             else (p.clips[0].source_size if p.clips else (0, 0))
         )
         cameras = tuple(clip.camera for clip in p.clips) or spec.cameras
+        answer_camera = (first_media.camera if first_media and first_media.camera else "") or (
+            cameras[0] if cameras else ""
+        )
+        answer_clip = next((clip for clip in p.clips if clip.camera == answer_camera and clip.frames), None)
         return Outcome(
             request_id=spec.request_id,
             task=p.task.name if p.task is not None else spec.task,
@@ -286,11 +330,11 @@ class Pipeline:
             answer=parsed.answer if parsed is not None else answer,
             choice=(parsed.choice or "") if parsed is not None else "",
             parsed=parsed,
-            clips=p.clips,
-            media=p.media,
+            clips=tuple(ClipSummary.of(clip) for clip in p.clips),
+            media=tuple(_light(m) for m in p.media),
+            last_frame=answer_clip.frames[-1] if answer_clip is not None else None,
             cameras=cameras,
-            answer_camera=(first_media.camera if first_media and first_media.camera else "")
-            or (cameras[0] if cameras else ""),
+            answer_camera=answer_camera,
             image_width=width,
             image_height=height,
             model=c.model if c else "",

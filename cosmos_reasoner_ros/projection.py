@@ -7,10 +7,18 @@ else the point is dropped and counted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
+
+from cosmos_reasoner_ros.coordinates import point_pixels
+from cosmos_reasoner_ros.parsing import Trajectory
+
+_M = TypeVar("_M")
 
 
 @dataclass(frozen=True)
@@ -114,3 +122,78 @@ def back_project(
         out.append(((u - intrinsics.cx) * z / intrinsics.fx, (v - intrinsics.cy) * z / intrinsics.fy, z))
         kept.append(index)
     return ProjectedPath(points=tuple(out), dropped=len(points_px) - len(out), kept_indices=tuple(kept))
+
+
+def project_trajectories(
+    trajectories: Sequence[Trajectory],
+    image_size: tuple[int, int],
+    depth: np.ndarray,
+    intrinsics: Intrinsics,
+    window: int = 3,
+) -> list[tuple[str, ProjectedPath]]:
+    """Each trajectory's points (0-1000 of an image of `image_size`) back-projected: (label, path)."""
+    width, height = image_size
+    return [
+        (
+            t.label,
+            back_project(
+                [point_pixels(p, width, height) for p in t.points], image_size, depth, intrinsics, window
+            ),
+        )
+        for t in trajectories
+    ]
+
+
+class DepthHistory(Generic[_M]):
+    """Recent depth messages of one camera, decoded only when a trajectory needs one: at most one per
+    `period_ns` (the clip sampling period), bounded by count and by bytes, so that a 30 Hz 1080p depth stream
+    holds a few seconds, not gigabytes. Thread-safe."""
+
+    def __init__(
+        self, period_ns: int, max_messages: int, max_bytes: int, size_of: Callable[[_M], int]
+    ) -> None:
+        if period_ns < 0 or max_messages < 1 or max_bytes < 1:
+            raise ValueError("period_ns must be >= 0, max_messages and max_bytes >= 1")
+        self._period = period_ns
+        self._max_messages = max_messages
+        self._max_bytes = max_bytes
+        self._size_of = size_of
+        self._stamps: list[int] = []
+        self._items: list[tuple[_M, int]] = []
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._stamps)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def add(self, stamp_ns: int, message: _M) -> bool:
+        """Keep a message unless one was kept less than a period before it (or it alone exceeds the bound)."""
+        size = self._size_of(message)
+        with self._lock:
+            if size > self._max_bytes:
+                return False
+            index = bisect.bisect_left(self._stamps, stamp_ns)
+            near = [i for i in (index - 1, index) if 0 <= i < len(self._stamps)]
+            if any(abs(self._stamps[i] - stamp_ns) < self._period for i in near):
+                return False
+            self._stamps.insert(index, stamp_ns)
+            self._items.insert(index, (message, size))
+            self._bytes += size
+            while len(self._stamps) > self._max_messages or self._bytes > self._max_bytes:
+                self._stamps.pop(0)
+                self._bytes -= self._items.pop(0)[1]
+            return True
+
+    def nearest(self, stamp_ns: int) -> tuple[int, _M] | None:
+        """The kept message closest in time to stamp_ns, with its stamp; None when empty."""
+        with self._lock:
+            if not self._stamps:
+                return None
+            index = bisect.bisect_left(self._stamps, stamp_ns)
+            candidates = [i for i in (index - 1, index) if 0 <= i < len(self._stamps)]
+            best = min(candidates, key=lambda i: abs(self._stamps[i] - stamp_ns))
+            return self._stamps[best], self._items[best][0]

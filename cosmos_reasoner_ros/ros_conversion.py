@@ -16,21 +16,26 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
+from cosmos_reasoner_ros.coordinates import (
+    norm_to_pixel,
+    ns_from_sec_nanosec,
+    ns_to_sec_nanosec,
+    point_pixels,
+    seconds_to_ns,
+)
 from cosmos_reasoner_ros.msg import BoundingBox2D, ReasonerResult, TimeSegment, Trajectory2D
 from cosmos_reasoner_ros.parsing import Box2D, Segment, Trajectory
 from cosmos_reasoner_ros.pipeline import Outcome
 
-_NS = 1_000_000_000
-
 
 def ns_to_time(ns: int) -> Time:
     """builtin_interfaces/Time from int nanoseconds (negative values clamp to 0: Time is unsigned in DDS)."""
-    ns = max(0, int(ns))
-    return Time(sec=ns // _NS, nanosec=ns % _NS)
+    sec, nanosec = ns_to_sec_nanosec(ns)
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def time_to_ns(stamp: Time) -> int:
-    return int(stamp.sec) * _NS + int(stamp.nanosec)
+    return ns_from_sec_nanosec(stamp.sec, stamp.nanosec)
 
 
 def ros_string(text: str) -> str:
@@ -39,17 +44,13 @@ def ros_string(text: str) -> str:
     return text.replace("\x00", "\ufffd")
 
 
-def _px(value: float | None, norm: float, size: int) -> float:
-    return float(value) if value is not None else norm / 1000.0 * size
-
-
 def trajectory_msg(t: Trajectory, camera: str, width: int, height: int) -> Trajectory2D:
     return Trajectory2D(
         label=ros_string(t.label),
         camera=camera,
         image_width=max(0, width),
         image_height=max(0, height),
-        points_px=[Point(x=_px(p.x, p.x_norm, width), y=_px(p.y, p.y_norm, height)) for p in t.points],
+        points_px=[Point(x=x, y=y) for x, y in (point_pixels(p, width, height) for p in t.points)],
         points_norm=[Point(x=float(p.x_norm), y=float(p.y_norm)) for p in t.points],
     )
 
@@ -60,10 +61,10 @@ def box_msg(b: Box2D, camera: str, width: int, height: int) -> BoundingBox2D:
         camera=camera,
         image_width=max(0, width),
         image_height=max(0, height),
-        x1_px=_px(b.x1, b.x1_norm, width),
-        y1_px=_px(b.y1, b.y1_norm, height),
-        x2_px=_px(b.x2, b.x2_norm, width),
-        y2_px=_px(b.y2, b.y2_norm, height),
+        x1_px=norm_to_pixel(b.x1_norm, width),
+        y1_px=norm_to_pixel(b.y1_norm, height),
+        x2_px=norm_to_pixel(b.x2_norm, width),
+        y2_px=norm_to_pixel(b.y2_norm, height),
         x1_norm=float(b.x1_norm),
         y1_norm=float(b.y1_norm),
         x2_norm=float(b.x2_norm),
@@ -76,8 +77,8 @@ def segment_msg(s: Segment, clip_start_ns: int) -> TimeSegment:
         caption=ros_string(s.caption),
         start_offset_s=float(s.start_s),
         end_offset_s=float(s.end_s),
-        start_stamp=ns_to_time(clip_start_ns + round(s.start_s * _NS)),
-        end_stamp=ns_to_time(clip_start_ns + round(s.end_s * _NS)),
+        start_stamp=ns_to_time(clip_start_ns + seconds_to_ns(s.start_s)),
+        end_stamp=ns_to_time(clip_start_ns + seconds_to_ns(s.end_s)),
     )
 
 
@@ -142,7 +143,8 @@ def path_markers(
 ) -> MarkerArray:
     """DELETEALL, then per (label, 3D points): a line strip, the waypoints as spheres, the label as text."""
     header = Header(stamp=ns_to_time(stamp_ns), frame_id=frame_id)
-    lifetime = Duration(sec=int(lifetime_s), nanosec=int((lifetime_s % 1) * _NS))
+    lifetime_sec, lifetime_nanosec = ns_to_sec_nanosec(seconds_to_ns(lifetime_s))
+    lifetime = Duration(sec=lifetime_sec, nanosec=lifetime_nanosec)
     out = MarkerArray()
     out.markers.append(Marker(header=header, ns=namespace, action=Marker.DELETEALL))
     for i, (label, pts) in enumerate(paths):

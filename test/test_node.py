@@ -140,7 +140,7 @@ def test_compressed_camera_without_stamps(tmp_path: Path, harness_factory: Any) 
         h = harness_factory(params)
         h.wait_frames(3)
         before_ns = h.node.get_clock().now().nanoseconds
-        result = h.result_for(h.call_trigger().message)
+        result = h.result_for(h.trigger_id())
         assert result.success, result.error
         assert result.header.frame_id == "cam_jpeg"  # from the images, no override
         # Unstamped frames take the receive time: the clip ends within the last seconds, not at 0.
@@ -222,7 +222,7 @@ def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory
         params["server_url"] = server.base_url
         h = harness_factory(params)
         h.wait_frames(3)
-        wait_until(lambda: h.node._depth["front"].info is not None, 20.0, "camera info")
+        wait_until(lambda: "front" in h.node.outputs.camera_info, 20.0, "camera info")
         response = h.call_trigger()
         result = h.result_for(response.message)
         assert result.success, result.error
@@ -264,7 +264,7 @@ def test_server_down_then_slow_frames_keep_flowing_one_result_each(
         h = harness_factory(params)
         h.wait_frames(3)
         before = h.frames_received()
-        ids = [h.call_trigger().message for _ in range(3)]  # the 2nd and 3rd may find the first in flight
+        ids = [h.trigger_id() for _ in range(3)]  # the 2nd and 3rd may find the first in flight
         results = [h.result_for(i) for i in ids]
         kinds = [r.error_kind for r in results]
         assert kinds[0] == "server_unavailable" and set(kinds) <= {"server_unavailable", "busy"}, kinds
@@ -305,17 +305,17 @@ def test_server_down_then_slow_frames_keep_flowing_one_result_each(
         params = base_params(server.base_url, tmp_path / "media2", task="next_action", request_timeout_s=5.0)
         h = harness_factory(params)
         h.wait_frames(3)
-        rid = h.call_trigger().message
+        rid = h.trigger_id()
         busy = h.call_trigger()  # in flight: rejected at once with its own result
         assert not busy.success
-        assert h.result_for(busy.message, 5.0).error_kind == "busy"
+        assert h.result_for(busy.message.split()[0], 5.0).error_kind == "busy"
         during = h.frames_received()
         wait_until(lambda: h.frames_received() > during + 5, 10.0, "frames while the request is in flight")
         assert not h.results_for(rid), "the slow request should still be in flight"
         result = h.result_for(rid, 30.0)
         assert result.error_kind == "timeout", (result.error_kind, result.error)
         time.sleep(0.5)
-        assert len(h.results_for(rid)) == 1 and len(h.results_for(busy.message)) == 1
+        assert len(h.results_for(rid)) == 1 and len(h.results_for(busy.message.split()[0])) == 1
         req = h.node.diagnostics().status[1]
         assert {kv.key: kv.value for kv in req.values}["failed_timeout"] == "1" and "timeout" in req.message
 
@@ -329,7 +329,7 @@ def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness
         assert h.node.executor_threads == 2  # one camera, plus triggers and timers
         h.wait_frames(3)
         assert (
-            h.node._pre_encoder is not None and h.node._pre_encoder.encoded == 0
+            h.node.core.pre_encoder is not None and h.node.core.pre_encoder.encoded == 0
         )  # auto: idle, no trigger yet
         # Malformed images on the camera topic are counted and logged, never raised; the stream goes on.
         bad_pub = h.probe.create_publisher(Image, "/test_cam/image_raw", qos_profile_sensor_data)
@@ -348,7 +348,7 @@ def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness
         wait_until(lambda: h.instruction_pub.get_subscription_count() > 0, 10.0, "instruction subscriber")
         h.instruction_pub.publish(String(data="open the drawer"))
         wait_until(lambda: h.node._instruction == "open the drawer", 10.0, "instruction set")
-        first, second, third = (h.call_trigger().message for _ in range(3))
+        first, second, third = (h.trigger_id() for _ in range(3))
         assert h.result_for(second).error_kind == "busy"  # displaced by the third while queued
         r1, r3 = h.result_for(first), h.result_for(third, 30.0)
         assert r1.success and r3.success and r3.instruction == "open the drawer"
@@ -372,7 +372,7 @@ def test_shutdown_cancels_in_flight_requests(tmp_path: Path, harness_factory: An
     ):
         h = harness_factory(base_params(server.base_url, tmp_path / "media", task="next_action"))
         h.wait_frames(3)
-        rid = h.call_trigger().message
+        rid = h.trigger_id()
         wait_until(lambda: server.requests, 20.0, "the request on the wire")
         t0 = time.monotonic()
         h.node.shutdown()  # what destroy_node does first: cancel, publish the cancelled results, join workers
@@ -380,8 +380,9 @@ def test_shutdown_cancels_in_flight_requests(tmp_path: Path, harness_factory: An
         result = h.result_for(rid, 10.0)
         assert result.error_kind == "cancelled" and not result.success
         assert not any(t.name.startswith("reasoner-worker") and t.is_alive() for t in threading.enumerate())
-        late = h.call_trigger()  # after shutdown a trigger still gets its one (error) result
-        assert h.result_for(late.message, 10.0).error_kind == "busy"
+        late = h.call_trigger()  # after shutdown a trigger still gets its reply and its one (error) result
+        assert not late.success and "shutting down" in late.message
+        assert h.result_for(late.message.split()[0], 10.0).error_kind == "cancelled"
 
 
 def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -> None:
@@ -398,7 +399,7 @@ def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -
             ReasonerNode(parameter_overrides=overrides, context=context)
         text = str(err.value)
         assert "busy_policy" in text and "clip_seconds" in text and "camera_info_topic" in text
-        assert "pre_encode: must be auto, on or off" in text
+        assert "pre_encode: must be one of auto, on, off" in text
         # Checks of the core modules surface the same way: a media directory that is a file, an unknown task.
         (tmp_path / "file").write_text("not a directory")
         for name, value, words in [
@@ -428,7 +429,7 @@ def test_pre_encoding_only_where_packets_are_reused(tmp_path: Path) -> None:
             overrides += [Parameter(k, value=v) for k, v in params.items()]
             node = ReasonerNode(parameter_overrides=overrides, context=context)
             try:
-                assert (node._pre_encoder is not None) == expected, params
+                assert (node.core.pre_encoder is not None) == expected, params
             finally:
                 node.destroy_node()
     finally:
@@ -509,7 +510,7 @@ def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
 def test_every_parameter_is_in_the_shipped_yaml_with_a_comment() -> None:
     import yaml
 
-    from cosmos_reasoner_ros.node import CAMERA_PARAMETERS, PARAMETERS
+    from cosmos_reasoner_ros.parameters import CAMERA_PARAMETERS, PARAMETERS
 
     path = REASONER_YAML
     params = yaml.safe_load(path.read_text())["reasoner_node"]["ros__parameters"]
@@ -528,7 +529,7 @@ def test_every_parameter_is_in_the_shipped_yaml_with_a_comment() -> None:
 
 
 def test_problem_log_reports_each_problem_once_per_period() -> None:
-    from cosmos_reasoner_ros.node import ProblemLog
+    from cosmos_reasoner_ros.diagnostics import ProblemLog
 
     lines: list[str] = []
     log = ProblemLog(lines.append, period_s=0.2)

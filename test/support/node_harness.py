@@ -85,6 +85,10 @@ class Harness:
         future = self.trigger.call_async(Trigger.Request())
         return wait_until(lambda: future.result() if future.done() else None, 20.0, "the trigger response")
 
+    def trigger_id(self) -> str:
+        """Call ~/trigger: the request id its reply starts with (a refusal adds ' rejected: reason')."""
+        return str(self.call_trigger().message).split()[0]
+
     def result_for(self, request_id: str, timeout_s: float = 30.0) -> ReasonerResult:
         return self.results.wait_for(
             lambda items: next((r for r in items if r.request_id == request_id), None), timeout_s, request_id

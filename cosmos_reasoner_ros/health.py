@@ -1,0 +1,62 @@
+"""The server's health, watched off the executor: a thread polls /health (and discovers the model once) and
+reports each change, so that callbacks and diagnostics only read the last known state."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+__all__ = ["HealthMonitor"]
+
+
+class HealthMonitor:
+    """Polls `check()` every period_s on its own thread; `on_change(healthy, error)` on every change."""
+
+    def __init__(
+        self,
+        check: Callable[[], bool],
+        discover_model: Callable[[], str],
+        period_s: float,
+        on_change: Callable[[bool, str], None] | None = None,
+        model: str = "",
+    ) -> None:
+        if not period_s > 0:
+            raise ValueError(f"period_s must be > 0, got {period_s}")
+        self._check = check
+        self._discover = discover_model
+        self._period = period_s
+        self._on_change = on_change
+        self.healthy: bool | None = None  # None: not checked yet
+        self.error = ""
+        self.model = model
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="reasoner-health", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def poll(self) -> None:
+        """One check now (the thread calls this every period)."""
+        try:
+            healthy = bool(self._check())
+            error = "" if healthy else "health check failed"
+            if healthy and not self.model:
+                self.model = self._discover()
+        except Exception as exc:  # a failing discovery is an unhealthy server, not a dead thread
+            healthy, error = False, f"{type(exc).__name__}: {exc}"
+        changed = healthy != self.healthy
+        self.healthy, self.error = healthy, error
+        if changed and self._on_change is not None:
+            self._on_change(healthy, error)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            self._stop.wait(self._period)
