@@ -1,5 +1,9 @@
 """The Reasoner client on the OpenAI SDK: health, model discovery, timeouts, bounded retries, streaming with
-time to first token, and cancellation of a request in flight. Failures come out as the errors.py types only.
+time to first token, and cancellation of a request in flight. Failures come out as the errors.py types only,
+one kind per failure whether the answer is streamed or not: unreachable or 502/503/504 server_unavailable,
+other 5xx (and error events in a stream) server_error, 4xx rejected, an answer that is not a chat completion
+bad_response, silence timeout. Reasoning split off by the server (`reasoning` or `reasoning_content`, whole or
+as deltas) is kept apart from the content.
 """
 
 from __future__ import annotations
@@ -18,7 +22,15 @@ from typing import Any, TypeVar
 
 import openai
 
-from .errors import ReasonerError, RequestCancelled, RequestRejected, RequestTimeout, ServerUnavailable
+from .errors import (
+    BadResponse,
+    ReasonerError,
+    RequestCancelled,
+    RequestRejected,
+    RequestTimeout,
+    ServerError,
+    ServerUnavailable,
+)
 from .request_builder import ChatRequest
 
 _log = logging.getLogger(__name__)
@@ -35,7 +47,8 @@ class ClientSettings:
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 120.0  # longest silence between two bytes of the answer
     total_timeout_s: float | None = None  # longest whole request, retries included; None: no limit
-    max_retries: int = 2  # extra attempts after connection errors and 5xx, never after 4xx or read timeouts
+    max_retries: int = 2  # extra attempts after connection errors and 5xx, never after 4xx, read timeouts,
+    # malformed answers or anything that went wrong once text had reached the caller
     backoff_s: float = 0.5  # first wait between attempts, doubled each time
     backoff_max_s: float = 8.0
     health_timeout_s: float = 2.0
@@ -268,6 +281,7 @@ class _Accumulator:
         self.finish_reason: str | None = None
         self.ttft_s = 0.0
         self.started = False
+        self.choices_seen = False
 
     def add(self, chunk: Any, elapsed: float) -> bool:
         """Take one chunk; True when it carried text."""
@@ -279,6 +293,7 @@ class _Accumulator:
             self.completion_tokens = int(usage.completion_tokens or 0)
         grew = False
         for choice in getattr(chunk, "choices", None) or []:
+            self.choices_seen = True
             delta = choice.delta
             reasoning = _reasoning_of(delta)
             if reasoning:
@@ -303,8 +318,15 @@ class _Accumulator:
         return f"<think>\n{reasoning}\n</think>\n\n{content}" if self.content else f"<think>\n{reasoning}"
 
     def finish(self, latency_s: float) -> Completion:
+        if not self.choices_seen:
+            # As an unstreamed answer without choices: a server that answers, but not a chat completion.
+            raise BadResponse(
+                "the server's stream carried no choice (empty choices, or not a chat completion)"
+            )
         if self.finish_reason is None:
-            raise ServerUnavailable("the stream ended before the server sent a finish reason")
+            raise ServerUnavailable(
+                "the stream ended before the server sent a finish reason (connection lost?)"
+            )
         return Completion(
             text="".join(self.content),
             reasoning="".join(self.reasoning) if self.reasoning else None,
@@ -317,9 +339,16 @@ class _Accumulator:
         )
 
     def from_response(self, response: Any, latency_s: float) -> Completion:
-        if not response.choices:
-            raise RequestRejected("the server answered without any choice")
-        choice = response.choices[0]
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            # The SDK hands over the body as text when it is not JSON (an HTML error page of a proxy, ...).
+            preview = str(response)[:120] if isinstance(response, str) else type(response).__name__
+            raise BadResponse(f"the server's answer is not a chat completion: {preview!r}")
+        if not choices:
+            raise BadResponse("the server answered without any choice")
+        choice = choices[0]
+        if getattr(choice, "message", None) is None:
+            raise BadResponse("the server's choice has no message")
         usage = response.usage
         return Completion(
             text=choice.message.content or "",
@@ -378,8 +407,18 @@ def _classify(err: BaseException, where: str, mid_stream: bool = False) -> Reaso
         if err.status_code in _UNAVAILABLE_STATUS:
             return _RetryableError(ServerUnavailable(f"HTTP {err.status_code}: {message}"))
         if err.status_code >= 500:
-            return _RetryableError(RequestRejected(message, err.status_code))
+            return _RetryableError(ServerError(f"HTTP {err.status_code}: {message}", err.status_code))
         return RequestRejected(message, err.status_code)
-    if isinstance(err, openai.OpenAIError):  # e.g. an error event inside the stream
-        return RequestRejected(str(getattr(err, "message", err)))
+    if isinstance(err, openai.APIResponseValidationError):
+        return BadResponse(f"the server's answer is not a chat completion: {err.message}")
+    if isinstance(err, openai.APIError):  # an error event inside the stream: {"error": {"message", "code"}}
+        body = err.body if isinstance(err.body, dict) else {}
+        code = body.get("code")
+        status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else None
+        message = str(body.get("message") or err.message)
+        if status is not None and 400 <= status < 500:
+            return RequestRejected(message, status)
+        return ServerError(f"HTTP {status}: {message}" if status else message, status)
+    if isinstance(err, ValueError):  # json.JSONDecodeError, pydantic's ValidationError: a malformed body
+        return BadResponse(f"the server's answer is not valid JSON: {err}")
     return ServerUnavailable(f"unexpected failure talking to {where}: {type(err).__name__}: {err}")

@@ -77,13 +77,33 @@ class ServerUnavailable(ReasonerError):
 
 
 class RequestRejected(ReasonerError):
-    """The server answered 4xx; the message is the server's own."""
+    """The server refused the request: HTTP 4xx, or an error event with a 4xx code inside a streamed answer;
+    the message is the server's own. Never retried: the same request would be refused again."""
 
     kind = "rejected"
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class ServerError(ReasonerError):
+    """The server failed on the request: HTTP 500 or another 5xx that does not mean "unavailable" (502, 503
+    and 504 are ServerUnavailable) after the allowed retries, or an error event without a 4xx code inside a
+    streamed answer; the message is the server's own."""
+
+    kind = "server_error"
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class BadResponse(ReasonerError):
+    """The server answered, but not with a chat completion: a body that is not JSON, a completion without
+    choices, a stream that ended without a finish reason. Not retried."""
+
+    kind = "bad_response"
 
 
 class RequestTimeout(ReasonerError):

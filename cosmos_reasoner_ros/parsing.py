@@ -1,6 +1,10 @@
 """Reasoner answers to values: reasoning split at the last </think>, JSON points/boxes in the 0-1000 space to
 pixels, time segments, multiple-choice letters. Every failure is a ParseError (TruncatedAnswer when cut off).
 
+The reasoning comes inline (`<think>...</think>` in the text) or split off by the server's reasoning parser
+(`reasoning=`, from message.reasoning / reasoning_content); when the server left the content empty, its
+reasoning is read as the text it came from.
+
 Decisions: coordinates outside 0-1000 are clamped into it (then to the image); a box with swapped corners
 is reordered (min/max per axis), a box with no area after clamping is rejected; a segment ending before it
 starts is rejected; items without any key of the answer's kind are ignored (models add notes), items with the
@@ -157,21 +161,41 @@ def parse_answer(
         raise ParseError(f"unknown answer kind {answer_kind!r}; one of {', '.join(ANSWER_KINDS)}", raw=text)
     size = _image_size(width, height, text)
     if finish_reason == "length":
-        raise TruncatedAnswer("the answer was cut off by max_tokens (finish_reason length)", raw=text)
+        partial = text if text.strip() or not isinstance(reasoning, str) else reasoning
+        raise TruncatedAnswer("the answer was cut off by max_tokens (finish_reason length)", raw=partial)
     found_reasoning, answer = split_reasoning(text, reasoning)
+    if not answer and not text.strip() and isinstance(reasoning, str) and reasoning.strip():
+        # A server-side reasoning parser (vLLM --reasoning-parser qwen3) puts everything before a </think>
+        # that never came into `reasoning` and leaves the content empty: structured output, answers of
+        # tasks without reasoning. Read it as the inline text it was, an unclosed <think>: the answer unless
+        # an <answer> block follows the thinking.
+        found_reasoning, answer = split_reasoning("<think>\n" + reasoning)
+        try:
+            return _parse_kind(reasoning, found_reasoning, answer, answer_kind, size)
+        except ParseError as err:
+            raise ParseError(
+                f"the content is empty and the reasoning holds no answer: {err}", raw=reasoning
+            ) from None
     if not answer:
         raise ParseError("the answer is empty" + (" (only reasoning)" if found_reasoning else ""), raw=text)
-    result = ParsedAnswer(raw=text, reasoning=found_reasoning, answer=answer, answer_kind=answer_kind)
+    return _parse_kind(text, found_reasoning, answer, answer_kind, size)
+
+
+def _parse_kind(
+    raw: str, reasoning: str | None, answer: str, answer_kind: str, size: tuple[int, int] | None
+) -> ParsedAnswer:
+    """The answer text read as its kind (points, boxes, segments, a choice, or text as it is)."""
+    result = ParsedAnswer(raw=raw, reasoning=reasoning, answer=answer, answer_kind=answer_kind)
     if answer_kind == "text":
         return result
     if answer_kind == "choice":
-        return replace(result, choice=parse_choice(answer, raw=text))
+        return replace(result, choice=parse_choice(answer, raw=raw))
     values = json_values(answer)
     if answer_kind == "points":
-        return replace(result, trajectories=_trajectories(values, size, text))
+        return replace(result, trajectories=_trajectories(values, size, raw))
     if answer_kind == "boxes":
-        return replace(result, boxes=_boxes(values, size, text))
-    return replace(result, segments=_segments(values, answer, text))
+        return replace(result, boxes=_boxes(values, size, raw))
+    return replace(result, segments=_segments(values, answer, raw))
 
 
 def _image_size(width: int | None, height: int | None, raw: str) -> tuple[int, int] | None:

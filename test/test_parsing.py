@@ -101,6 +101,55 @@ def test_only_reasoning_is_an_empty_answer() -> None:
         parse_answer("", "text")
 
 
+# ---- reasoning split off by the server (vLLM --reasoning-parser qwen3) ---
+
+POINTS = '[{"point_2d": [500, 250], "label": "gripper trajectory"}]'
+
+
+@pytest.mark.parametrize(
+    ("kind", "reasoning", "check"),
+    [
+        # structured output landed in `reasoning` (vLLM 0.26.0 with qwen3 and a JSON schema)
+        ("points", POINTS, lambda p: [(q.x, q.y) for q in p.points] == [(322.0, 119.0)]),
+        ("boxes", '[{"bbox_2d": [0, 0, 500, 500], "label": "box"}]', lambda p: p.boxes[0].x2 == 322.0),
+        ("segments", '[{"start": 1.5, "end": 3, "caption": "opens"}]', lambda p: p.segments[0].end_s == 3.0),
+        ("choice", '{"answer": "B"}', lambda p: p.choice == "B"),
+        # an answer block after thinking that the server never saw closed
+        (
+            "choice",
+            "The ball falls.\n<answer>\nA\n</answer>",
+            lambda p: (p.choice, p.reasoning) == ("A", "The ball falls."),
+        ),
+        # a task without reasoning: no </think>, so the server called all of it reasoning
+        (
+            "text",
+            "A robot arm packs a box.",
+            lambda p: (p.answer, p.reasoning) == ("A robot arm packs a box.", None),
+        ),
+    ],
+)
+def test_an_empty_content_takes_the_answer_from_the_servers_reasoning(
+    kind: str, reasoning: str, check
+) -> None:  # type: ignore[no-untyped-def]
+    for content in ("", "  \n"):
+        parsed = parse_answer(content, kind, 644, 476, "stop", reasoning=reasoning)
+        assert check(parsed), parsed
+        assert parsed.raw == reasoning and parsed.answer
+
+
+def test_reasoning_without_the_answer_format_is_still_unparseable() -> None:
+    with pytest.raises(ParseError, match="reasoning holds no answer") as err:
+        parse_answer("", "points", 644, 476, "stop", reasoning="I think the gripper should move left.")
+    assert err.value.raw == "I think the gripper should move left." and err.value.kind == "unparseable"
+    # With content, the server's reasoning is only the reasoning (never the answer).
+    with pytest.raises(ParseError, match="no points"):
+        parse_answer("Move left.", "points", 644, 476, "stop", reasoning=POINTS)
+    truncated = '[{"point_2d": [5'
+    with pytest.raises(TruncatedAnswer) as cut:
+        parse_answer("", "points", finish_reason="length", reasoning=truncated)
+    assert cut.value.raw == truncated
+
+
 def test_bad_arguments_are_parse_errors() -> None:
     with pytest.raises(ParseError, match="unknown answer kind"):
         parse_answer("x", "poem")
