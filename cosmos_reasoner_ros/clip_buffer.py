@@ -6,9 +6,12 @@ A clip is the frames in [end - seconds, end] with their true stamps; several cam
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
+import math
 import threading
-from collections.abc import Iterable, Sequence
+import types
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -17,9 +20,20 @@ import numpy as np
 from cosmos_reasoner_ros.errors import NoFramesError
 from cosmos_reasoner_ros.image_conversion import Frame
 
-__all__ = ["BufferStats", "Clip", "ClipBuffer", "MultiCameraBuffer", "fit_long_side"]
+__all__ = [
+    "DEFAULT_STALE_AFTER_S",
+    "BufferStats",
+    "Clip",
+    "ClipBuffer",
+    "MultiCameraBuffer",
+    "Window",
+    "fit_long_side",
+]
 
 _NS = 1_000_000_000
+# A camera whose newest frame lags the window's end by more than this (or by two sampling periods of its
+# buffer, when longer) no longer shows the present: it is left out of a multi-camera window and named.
+DEFAULT_STALE_AFTER_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,7 @@ class BufferStats:
     received: int  # stamps offered to wants()
     decimated: int  # refused by wants(): not due at the sampling rate (never decoded)
     added: int  # frames kept by add()
-    dropped: int  # refused by add(): duplicate, out of order, or larger than the byte bound
+    dropped: int  # refused by add(): duplicate, out of order, larger than the byte bound, or a wild stamp
     resets: int  # backward jumps of the stamps (a looping bag) that cleared the buffer
     frames: int
     fill_bytes: int
@@ -66,6 +80,9 @@ class BufferStats:
     max_bytes: int
     max_seconds: float
     latest_stamp_ns: int | None
+    # Lone wild stamps, dropped: far behind the newest frame but not followed by a new timeline, or a frame
+    # that had jumped ahead and was left behind by the frames after it. Also counted in decimated / dropped.
+    outliers: int = 0
 
 
 def fit_long_side(image: np.ndarray, max_long_side: int) -> np.ndarray:
@@ -90,13 +107,47 @@ def fit_long_side(image: np.ndarray, max_long_side: int) -> np.ndarray:
     return cv2.resize(image, size, interpolation=cv2.INTER_LINEAR)
 
 
+@dataclass(frozen=True)
+class _Grid:
+    """Decimation state: the next grid point of the sampling rate and the newest kept stamp (None: empty)."""
+
+    next_ns: int | None = None
+    last_kept_ns: int | None = None
+
+    def due(self, stamp: int, period_ns: int, slack_ns: float) -> bool:
+        if self.next_ns is None or self.last_kept_ns is None:
+            return True
+        if stamp - self.last_kept_ns < period_ns / 2:  # duplicates, older stamps, bursts
+            return False
+        return stamp >= self.next_ns - slack_ns
+
+    def advanced(self, stamp: int, period_ns: int, slack_ns: float) -> _Grid:
+        """The grid after keeping a frame at `stamp`."""
+        if self.next_ns is None or stamp >= self.next_ns + period_ns - slack_ns:
+            next_ns = stamp + period_ns  # first frame or after a gap: start a new grid here
+        else:
+            next_ns = self.next_ns + period_ns
+        last = stamp if self.last_kept_ns is None else max(self.last_kept_ns, stamp)
+        return _Grid(next_ns, last)
+
+
 class ClipBuffer:
     """One camera's frames: decimated on a grid of 1/sample_fps, bounded by duration and by bytes.
 
     Thread-safe: image callbacks call wants()/add() while request threads call clip(). Decimation keeps the
     frame nearest each grid point (within half the input interval), so a 30 Hz camera sampled at 4 fps gives
-    exactly 4 frames per second on average. A stamp more than jump_back_s behind the newest one (a looping
-    bag, a restarted driver) clears the buffer, so clips never mix two timelines.
+    exactly 4 frames per second on average.
+
+    Stamps that jump: a stamp more than jump_back_s behind the newest one starts a tentative new timeline.
+    When jump_confirm frames in a row (consistent among themselves) follow it, the timeline is real (a
+    looping bag, a restarted driver) and the buffer is cleared, so clips never mix two timelines; the
+    tentative frames are then kept. A lone wild stamp, followed by frames on the old timeline, is dropped and
+    counted (`outliers`). A frame stamped ahead is kept at once (a camera resuming after a pause looks the
+    same); when the frames after it fall back behind it, that frame alone is dropped as an outlier. Less than
+    max_seconds ahead, it cuts the window at once (frames older than its stamp - max_seconds leave); more,
+    and the frames it would push out all at once stay (within the byte bound) until a frame after it
+    confirms it. Stamps ahead of the receive time are refused before the buffer (image_conversion's
+    check_stamp). Up to jump_confirm - 1 tentative frames are held outside the byte bound meanwhile.
     """
 
     def __init__(
@@ -107,6 +158,7 @@ class ClipBuffer:
         max_bytes: int,
         max_long_side: int,
         jump_back_s: float = 1.0,
+        jump_confirm: int = 3,
     ) -> None:
         if not sample_fps > 0:
             raise ValueError(f"sample_fps must be > 0, got {sample_fps}")
@@ -116,6 +168,8 @@ class ClipBuffer:
             raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
         if not jump_back_s > 0:
             raise ValueError(f"jump_back_s must be > 0, got {jump_back_s}")
+        if jump_confirm < 1:
+            raise ValueError(f"jump_confirm must be >= 1, got {jump_confirm}")
         self.camera = camera
         self.sample_fps = float(sample_fps)
         self.max_seconds = float(max_seconds)
@@ -124,15 +178,31 @@ class ClipBuffer:
         self._period_ns = round(_NS / sample_fps)
         self._max_span_ns = round(max_seconds * _NS)
         self._jump_back_ns = round(jump_back_s * _NS)
+        self._jump_confirm = int(jump_confirm)
         self._lock = threading.Lock()
         self._stamps: list[int] = []
         self._frames: list[Frame] = []
         self._bytes = 0
-        self._next_ns: int | None = None  # the next grid point of the sampling rate
-        self._last_kept_ns: int | None = None
+        self._grid = _Grid()
         self._last_seen_ns: int | None = None
         self._interval_ns: float | None = None  # moving average of the input interval
-        self._received = self._decimated = self._added = self._dropped = self._resets = 0
+        # (last seen, interval) before the last jump ahead: restored when that jump was a wild stamp
+        self._seen_before_jump: tuple[int | None, float | None] = (None, None)
+        # A tentative new timeline: stamps far behind the newest in a row, and those of its frames that were
+        # due on its own grid (counted as dropped until confirmed).
+        self._candidates: list[int] = []
+        self._pending: list[Frame] = []
+        self._pending_grid = _Grid()
+        self._pending_seen: tuple[int | None, float | None] = (None, None)  # (last seen, interval) of it
+        # Whether the candidates continue the buffer once the frames ahead of them are dropped (those frames
+        # are then the wild ones), rather than starting a timeline of their own.
+        self._continues = False
+        # The grid as it was before each of the last frames was kept: restored when such a frame turns out
+        # to carry a wild stamp, so that what is kept does not depend on it.
+        self._grid_before: collections.deque[tuple[int, _Grid]] = collections.deque(maxlen=4)
+        # A frame that jumped more than max_seconds ahead: the window is not cut by it until confirmed.
+        self._ahead_ns: int | None = None
+        self._received = self._decimated = self._added = self._dropped = self._resets = self._outliers = 0
 
     # -- ingest --------------------------------------------------------------------------------------------
 
@@ -140,14 +210,19 @@ class ClipBuffer:
         """Whether a frame with this stamp would be kept: call before decoding it. Cheap."""
         with self._lock:
             self._received += 1
-            self._observe(stamp_ns)
-            due = self._due(stamp_ns)
+            if self._off_timeline(stamp_ns):
+                due = self._candidate(stamp_ns)
+            else:
+                self._forget_candidates()
+                self._observe(stamp_ns)
+                due = self._grid.due(stamp_ns, self._period_ns, self._slack_ns())
             if not due:
                 self._decimated += 1
             return due
 
     def add(self, frame: Frame) -> Frame | None:
-        """Keep a frame if it is due (resized to max_long_side): the frame as kept, None when dropped."""
+        """Keep a frame if it is due (resized to max_long_side): the frame as kept, None when dropped (or held
+        as one of the first frames of a tentative new timeline)."""
         image = fit_long_side(frame.image, self.max_long_side)
         if image is frame.image and image.base is not None:
             # A view (of a message buffer, or of a larger array) would pin memory the bound does not count.
@@ -155,69 +230,162 @@ class ClipBuffer:
         if image is not frame.image:
             height, width = frame.image.shape[:2]
             frame = dataclasses.replace(frame, image=image, source_size=frame.source_size or (width, height))
-        nbytes = int(image.nbytes)
         stamp = frame.stamp_ns
         with self._lock:
-            self._check_jump(stamp)
-            if nbytes > self.max_bytes or not self._due(stamp):
-                self._dropped += 1
-                return None
-            index = bisect.bisect_left(self._stamps, stamp)
-            if index < len(self._stamps) and self._stamps[index] == stamp:
-                self._dropped += 1
-                return None
-            self._stamps.insert(index, stamp)
-            self._frames.insert(index, frame)
-            self._bytes += nbytes
-            self._added += 1
-            self._advance_grid(stamp)
-            self._evict()
-            return frame
+            if self._off_timeline(stamp):
+                if not (self._candidates and self._candidates[-1] == stamp):  # not offered to wants()
+                    self._candidate(stamp)
+                if self._off_timeline(stamp):  # still tentative: hold it for the new timeline
+                    self._hold(frame)
+                    return None
+            else:
+                self._forget_candidates()
+            return frame if self._insert(frame) else None
+
+    def _insert(self, frame: Frame) -> bool:
+        nbytes = int(frame.image.nbytes)
+        stamp = frame.stamp_ns
+        if nbytes > self.max_bytes or not self._grid.due(stamp, self._period_ns, self._slack_ns()):
+            self._dropped += 1
+            return False
+        index = bisect.bisect_left(self._stamps, stamp)
+        if index < len(self._stamps) and self._stamps[index] == stamp:
+            self._dropped += 1
+            return False
+        self._grid_before.append((stamp, self._grid))
+        self._grid = self._grid.advanced(stamp, self._period_ns, self._slack_ns())
+        self._place(index, frame)
+        return True
+
+    def _place(self, index: int, frame: Frame) -> None:
+        """Put a frame the grid has accepted at `index`, then apply the bounds."""
+        stamp = frame.stamp_ns
+        if self._stamps and stamp > self._stamps[-1] + self._max_span_ns:
+            self._ahead_ns = stamp  # would empty the window: wait for the next frame to confirm it
+        elif self._ahead_ns is not None and stamp >= self._ahead_ns:
+            self._ahead_ns = None  # a frame after it: the jump was real (a camera resuming)
+        self._stamps.insert(index, stamp)
+        self._frames.insert(index, frame)
+        self._bytes += int(frame.image.nbytes)
+        self._added += 1
+        self._evict()
 
     def _observe(self, stamp: int) -> None:
-        if self._last_seen_ns is not None:
-            delta = stamp - self._last_seen_ns
+        if self._last_seen_ns is not None and stamp - self._last_seen_ns > self._jump_back_ns:
+            self._seen_before_jump = (self._last_seen_ns, self._interval_ns)
+        self._last_seen_ns, self._interval_ns = self._observed(self._last_seen_ns, self._interval_ns, stamp)
+
+    def _observed(
+        self, last_seen: int | None, interval: float | None, stamp: int
+    ) -> tuple[int, float | None]:
+        """(last seen, moving average of the input interval) after seeing `stamp`."""
+        if last_seen is not None:
+            delta = stamp - last_seen
             # A gap (dropped messages, a paused bag) says nothing about the camera's rate.
             if 0 < delta <= 2 * self._period_ns:
-                self._interval_ns = (
-                    delta if self._interval_ns is None else 0.9 * self._interval_ns + 0.1 * delta
-                )
-        self._last_seen_ns = stamp
-        self._check_jump(stamp)
+                interval = delta if interval is None else 0.9 * interval + 0.1 * delta
+        return stamp, interval
 
-    def _check_jump(self, stamp: int) -> None:
-        newest = self._stamps[-1] if self._stamps else self._last_kept_ns
-        if newest is not None and stamp < newest - self._jump_back_ns:
+    # -- stamps that jump ----------------------------------------------------------------------------------
+
+    def _off_timeline(self, stamp: int) -> bool:
+        newest = self._stamps[-1] if self._stamps else self._grid.last_kept_ns
+        return newest is not None and stamp < newest - self._jump_back_ns
+
+    def _candidate(self, stamp: int) -> bool:
+        """A stamp far behind the newest: one more of a tentative timeline, confirmed after jump_confirm in a
+        row. Returns whether its frame is due (on the tentative timeline's grid, or once confirmed the
+        buffer's)."""
+        last = self._candidates[-1] if self._candidates else None
+        if last is not None and not (last - self._jump_back_ns <= stamp <= last + self._max_span_ns):
+            self._forget_candidates()  # not a continuation of the earlier ones: those were lone outliers
+        if not self._candidates:
+            self._start_candidates(stamp)
+        elif self._candidates[-1] != stamp:
+            self._candidates.append(stamp)
+            self._pending_seen = self._observed(*self._pending_seen, stamp)
+        if len(self._candidates) >= self._jump_confirm:
+            self._confirm_jump()
+            return self._grid.due(stamp, self._period_ns, self._slack_ns())
+        return self._pending_grid.due(stamp, self._period_ns, self._slack_for(self._pending_seen[1]))
+
+    def _start_candidates(self, stamp: int) -> None:
+        self._candidates = [stamp]
+        # Do the frames up to this stamp continue into it, with only newer ones (a wild stamp ahead) in the
+        # way? Then it is decimated on the grid as it was before those frames came.
+        keep = bisect.bisect_right(self._stamps, stamp + self._jump_back_ns)
+        self._continues = 0 < keep < len(self._stamps) and self._stamps[keep - 1] < stamp
+        self._pending_grid = _Grid()
+        seen = self._seen_before_jump if self._continues else (None, None)
+        self._pending_seen = self._observed(*seen, stamp)
+        if self._continues:
+            first_ahead = self._stamps[keep]
+            before = [grid for kept, grid in self._grid_before if kept == first_ahead]
+            self._pending_grid = (
+                before[0]
+                if before
+                else _Grid(self._stamps[keep - 1] + self._period_ns, self._stamps[keep - 1])
+            )
+
+    def _hold(self, frame: Frame) -> None:
+        self._dropped += 1  # until its timeline is confirmed
+        slack = self._slack_for(self._pending_seen[1])
+        if self._pending_grid.due(frame.stamp_ns, self._period_ns, slack) and (
+            int(frame.image.nbytes) <= self.max_bytes
+        ):
+            self._pending.append(frame)
+            self._pending_grid = self._pending_grid.advanced(frame.stamp_ns, self._period_ns, slack)
+
+    def _forget_candidates(self) -> None:
+        if self._candidates:
+            self._outliers += len(self._candidates)  # their held frames were counted as dropped already
+            self._candidates.clear()
+            self._pending.clear()
+
+    def _confirm_jump(self) -> None:
+        """jump_confirm stamps in a row behind the newest: a real timeline. Either the frames ahead of it
+        carry wild stamps (the buffer up to them continues into the new stamps: drop just those), or the
+        whole buffer belongs to another timeline (clear it). Then the held frames are kept."""
+        if self._continues:
+            keep = bisect.bisect_right(self._stamps, self._candidates[0] + self._jump_back_ns)
+            self._outliers += len(self._stamps) - keep
+            self._bytes -= sum(int(f.image.nbytes) for f in self._frames[keep:])
+            del self._stamps[keep:]
+            del self._frames[keep:]
+        else:
             self._stamps.clear()
             self._frames.clear()
             self._bytes = 0
-            self._next_ns = self._last_kept_ns = None
             self._resets += 1
+        self._ahead_ns = None
+        self._grid_before.clear()
+        # The rate and the grid as seen along the confirmed timeline: learnt afresh for a new one, continued
+        # from before the wild frames otherwise.
+        self._grid = self._pending_grid
+        self._last_seen_ns, self._interval_ns = self._pending_seen
+        pending, self._pending, self._candidates = self._pending, [], []
+        for frame in pending:
+            self._dropped -= 1  # counted as dropped while held
+            self._place(len(self._stamps), frame)
 
     def _slack_ns(self) -> float:
+        return self._slack_for(self._interval_ns)
+
+    def _slack_for(self, interval: float | None) -> float:
         # Accept a frame up to half an input interval before its grid point: with input near the sampling
         # rate, jitter must not drop frames; with dense input, the frame nearest the grid point wins.
         half_period = self._period_ns / 2
-        if self._interval_ns is None:
+        if interval is None:
             return half_period
-        return min(half_period, self._interval_ns / 2)
-
-    def _due(self, stamp: int) -> bool:
-        if self._next_ns is None or self._last_kept_ns is None:
-            return True
-        if stamp - self._last_kept_ns < self._period_ns / 2:  # duplicates, older stamps, bursts
-            return False
-        return stamp >= self._next_ns - self._slack_ns()
-
-    def _advance_grid(self, stamp: int) -> None:
-        if self._next_ns is None or stamp >= self._next_ns + self._period_ns - self._slack_ns():
-            self._next_ns = stamp + self._period_ns  # first frame or after a gap: start a new grid here
-        else:
-            self._next_ns += self._period_ns
-        self._last_kept_ns = stamp if self._last_kept_ns is None else max(self._last_kept_ns, stamp)
+        return min(half_period, interval / 2)
 
     def _evict(self) -> None:
-        drop = bisect.bisect_left(self._stamps, self._stamps[-1] - self._max_span_ns)
+        # While a frame that jumped far ahead is unconfirmed, the window is cut at the newest frame before it.
+        if self._ahead_ns is None or len(self._stamps) < 2:
+            end = self._stamps[-1]
+        else:
+            end = self._stamps[bisect.bisect_left(self._stamps, self._ahead_ns) - 1]
+        drop = bisect.bisect_left(self._stamps, end - self._max_span_ns)
         freed = sum(int(f.image.nbytes) for f in self._frames[:drop])
         # The newest frame always stays: add() refused frames larger than the whole bound.
         while self._bytes - freed > self.max_bytes and drop < len(self._frames) - 1:
@@ -294,7 +462,11 @@ class ClipBuffer:
             self._stamps.clear()
             self._frames.clear()
             self._bytes = 0
-            self._next_ns = self._last_kept_ns = self._last_seen_ns = None
+            self._grid = _Grid()
+            self._last_seen_ns = self._ahead_ns = None
+            self._candidates.clear()
+            self._pending.clear()
+            self._grid_before.clear()
 
     def stats(self) -> BufferStats:
         with self._lock:
@@ -312,11 +484,26 @@ class ClipBuffer:
                 max_bytes=self.max_bytes,
                 max_seconds=self.max_seconds,
                 latest_stamp_ns=self._stamps[-1] if self._stamps else None,
+                outliers=self._outliers,
             )
 
 
+@dataclass(frozen=True)
+class Window:
+    """The clips of the cameras that are up to date in one time window, and the cameras left out with why."""
+
+    clips: tuple[Clip, ...]  # in the order the cameras were asked for; never empty
+    stale: Mapping[str, str]  # camera -> why it has no clip (read-only)
+    end_ns: int  # the window's end: the newest stamp of any asked camera, or the requested end
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        return tuple(clip.camera for clip in self.clips)
+
+
 class MultiCameraBuffer:
-    """Several cameras' buffers; window() cuts one time window across them."""
+    """Several cameras' buffers; window() cuts one time window across them, fresh_window() the same across
+    those that are up to date."""
 
     def __init__(self, buffers: Iterable[ClipBuffer]) -> None:
         self._buffers: dict[str, ClipBuffer] = {}
@@ -363,6 +550,55 @@ class MultiCameraBuffer:
                 raise NoFramesError(f"no frames buffered yet from camera(s) {', '.join(empty)}")
             end_ns = min(stamp for stamp in latest.values() if stamp is not None)
         return [buffer.clip(seconds, end_ns) for buffer in buffers]
+
+    def fresh_window(
+        self,
+        seconds: float,
+        cameras: Sequence[str] | None = None,
+        end_ns: int | None = None,
+        stale_after_s: float = DEFAULT_STALE_AFTER_S,
+    ) -> Window:
+        """One clip per up-to-date camera over [end - seconds, end]; the others are named in `stale`.
+
+        end defaults to the newest stamp of any of the cameras (not the stalest one's, as in window(), which a
+        camera that stopped publishing pins in the past: every request failed). A camera is stale when it has
+        no frame yet, when its newest frame at or before the end lags it by more than max(stale_after_s, two
+        sampling periods of its buffer), or when it has no frame in the window. A fresh camera that lags a
+        little gives a clip ending at its own newest frame. NoFramesError only when no camera is left.
+        """
+        if not (math.isfinite(stale_after_s) and stale_after_s > 0):
+            raise ValueError(f"stale_after_s must be a finite number > 0, got {stale_after_s}")
+        buffers = [self[name] for name in (list(cameras) if cameras else list(self._buffers))]
+        stale: dict[str, str] = {}
+        newest = {}
+        for buffer in buffers:
+            stamp = buffer.latest_stamp_ns()
+            if stamp is None:
+                stale[buffer.camera] = "no frames buffered yet"
+            else:
+                newest[buffer.camera] = stamp
+        if not newest:
+            raise NoFramesError(f"no frames buffered yet from camera(s) {', '.join(stale)}")
+        end = max(newest.values()) if end_ns is None else end_ns
+        clips = []
+        for buffer in buffers:
+            if buffer.camera in stale:
+                continue
+            limit_s = max(stale_after_s, 2.0 / buffer.sample_fps)
+            try:
+                lag_s = (end - buffer.latest(end).stamp_ns) / _NS
+                if lag_s > limit_s:
+                    stale[buffer.camera] = (
+                        f"newest frame {lag_s:.2f} s older than the window's end (stale after {limit_s:g} s)"
+                    )
+                    continue
+                clips.append(buffer.clip(seconds, end))
+            except NoFramesError as exc:  # nothing at or before the end, or in the window (or just reset)
+                stale[buffer.camera] = str(exc)
+        if not clips:
+            reasons = "; ".join(f"camera {name!r}: {why}" for name, why in stale.items())
+            raise NoFramesError(f"no camera has frames in the window ending at {end} ns ({reasons})")
+        return Window(tuple(clips), types.MappingProxyType(stale), end)
 
     def stats(self) -> dict[str, BufferStats]:
         return {name: buffer.stats() for name, buffer in self._buffers.items()}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import re
 import threading
 
 import cv2
@@ -320,3 +322,212 @@ def test_window_errors_name_the_camera() -> None:
         multi.window(2.0, cameras=["a", "c"])
     with pytest.raises(ValueError, match="twice"):
         MultiCameraBuffer([ClipBuffer("a", 4, 10, 100, 0), ClipBuffer("a", 4, 10, 100, 0)])
+
+
+# -- wild stamps (issue 11, item 9) --------------------------------------------------------------------------
+
+YEAR = 365 * 24 * 3600 * NS
+
+
+def stream(start: int, seconds: float, period: int = HZ30) -> list[int]:
+    return [start + i * period for i in range(round(seconds * NS / period))]
+
+
+def kept_stamps(buffer: ClipBuffer) -> list[int]:
+    return [f.stamp_ns for f in buffer.clip(10**6).frames]
+
+
+def reference(stamps: list[int]) -> list[int]:
+    """What a buffer keeps of the same stream without the wild stamps."""
+    clean = ClipBuffer("cam", sample_fps=4, max_seconds=10, max_bytes=10**9, max_long_side=0)
+    feed(clean, stamps)
+    return kept_stamps(clean)
+
+
+def survivors(kept: list[int], wild: list[int], newest: list[int]) -> list[int]:
+    """`kept` without what a wild frame less than max_seconds (10 s) ahead pushed out of the window."""
+    cutoff = max((w - 10 * NS for w, n in zip(wild, newest, strict=True) if 0 < w - n <= 10 * NS), default=0)
+    return [s for s in kept if s >= cutoff]
+
+
+@pytest.mark.parametrize("offset", [YEAR, -YEAR, 30 * NS, 5 * NS, -5 * NS, -2 * NS])
+def test_a_lone_wild_stamp_is_dropped_and_the_buffer_kept(offset: int) -> None:
+    """One frame stamped a year ahead evicted the whole buffer: every later frame looked like a jump back."""
+    buffer = ClipBuffer("cam", sample_fps=4, max_seconds=10, max_bytes=10**9, max_long_side=0)
+    before, after = stream(1_000 * NS, 12), stream(1_012 * NS, 3)
+    feed(buffer, before)
+    newest = buffer.latest().stamp_ns
+    wild = before[-1] + HZ30 // 2 + offset
+    feed(buffer, [wild, *after])
+    stats = buffer.stats()
+    assert (stats.resets, stats.outliers) == (0, 1)
+    assert wild not in kept_stamps(buffer)
+    # As if the wild frame had never come; one less than max_seconds ahead cut the window once, though.
+    expected = survivors(reference(before + after), [wild], [newest])
+    assert kept_stamps(buffer) == expected and len(expected) >= 20
+    assert stats.fill_seconds <= 10.0 and buffer.clip(10).duration_s > (4.5 if offset == 5 * NS else 9.5)
+    assert stats.received == stats.added + stats.dropped + stats.decimated
+
+
+def test_wild_stamps_in_a_row_that_do_not_agree_are_outliers() -> None:
+    buffer = ClipBuffer("cam", sample_fps=4, max_seconds=10, max_bytes=10**9, max_long_side=0)
+    before, after = stream(1_000 * NS, 12), stream(1_012 * NS, 3)
+    wild = [before[-1] - 3600 * NS, before[-1] - 7200 * NS, before[-1] - 60 * NS, 0]
+    feed(buffer, [*before, *wild, *after])
+    assert (buffer.stats().resets, buffer.stats().outliers) == (0, 4)
+    assert kept_stamps(buffer) == reference(before + after)
+
+
+def test_a_restarted_driver_clock_clears_once_and_keeps_the_new_timeline_from_its_start() -> None:
+    buffer = ClipBuffer("cam", sample_fps=4, max_seconds=10, max_bytes=10**9, max_long_side=0)
+    old, new = stream(1_700_000_000 * NS, 8), stream(2 * NS, 4)  # the driver restarts its clock at 2 s
+    feed(buffer, old + new)
+    stats = buffer.stats()
+    assert (stats.resets, stats.outliers) == (1, 0)
+    assert kept_stamps(buffer) == reference(new) and kept_stamps(buffer)[0] == new[0]
+    assert stats.received == stats.added + stats.dropped + stats.decimated
+
+
+def test_a_camera_resuming_after_a_long_pause_starts_a_new_window() -> None:
+    """A jump ahead beyond max_seconds is real when the frames after it continue from it."""
+    buffer = ClipBuffer("cam", sample_fps=4, max_seconds=10, max_bytes=10**9, max_long_side=0)
+    old, resumed = stream(1_000 * NS, 8), stream(1_100 * NS, 2)
+    feed(buffer, old + resumed[:1])
+    assert buffer.stats().frames == len(reference(old)) + 1  # held until the next frame confirms the jump
+    assert buffer.clip(5).frames[-1].stamp_ns == resumed[0]  # the newest frame is visible at once
+    feed(buffer, resumed[1:])
+    stats = buffer.stats()
+    assert (stats.resets, stats.outliers) == (0, 0)
+    assert kept_stamps(buffer) == reference(resumed) and stats.fill_seconds <= 10.0
+
+
+def test_sparse_camera_is_buffered() -> None:
+    """A camera publishing every 30 s into a 10 s buffer: every frame jumps ahead, each one is kept."""
+    buffer = ClipBuffer("cam", sample_fps=4, max_seconds=10, max_bytes=10**9, max_long_side=0)
+    stamps = [1_000 * NS + i * 30 * NS for i in range(5)]
+    assert feed(buffer, stamps) == stamps
+    assert buffer.latest().stamp_ns == stamps[-1] and buffer.stats().outliers == 0
+    assert buffer.stats().frames <= 2  # the newest, and the one before it until a frame confirms the jump
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    wild=st.lists(
+        st.tuples(
+            st.integers(0, 295), st.sampled_from([YEAR, -YEAR, 3600 * NS, -3600 * NS, 4 * NS, -3 * NS])
+        ),
+        max_size=4,
+        unique_by=lambda w: w[0],
+    ),
+    sample_fps=st.sampled_from([2.0, 4.0, 10.0]),
+)
+def test_isolated_wild_stamps_never_change_what_is_kept(
+    wild: list[tuple[int, int]], sample_fps: float
+) -> None:
+    """Wild stamps at least jump_confirm frames apart (and before the stream's last jump_confirm frames, which
+    decide about them), in any direction: dropped, counted, nothing else."""
+    wild = sorted(wild)
+    if any(b - a < 4 for (a, _), (b, _) in itertools.pairwise(wild)):
+        return  # wild stamps in a row can look like a new timeline: the cases above cover those
+    regular = stream(1_000 * NS, 10)
+    stamps = list(regular)
+    for index, offset in reversed(wild):
+        stamps.insert(index + 1, regular[index] + HZ30 // 2 + offset)
+    buffer = ClipBuffer("cam", sample_fps, max_seconds=10, max_bytes=10**9, max_long_side=0)
+    clean = ClipBuffer("cam", sample_fps, max_seconds=10, max_bytes=10**9, max_long_side=0)
+    wild_stamps, newest = [], []
+    for stamp in stamps:
+        if stamp not in regular:
+            wild_stamps.append(stamp)
+            newest.append(clean.latest().stamp_ns)
+        else:
+            feed(clean, [stamp])
+        feed(buffer, [stamp])
+    stats = buffer.stats()
+    assert (stats.resets, stats.outliers) == (0, len(wild))
+    assert kept_stamps(buffer) == survivors(kept_stamps(clean), wild_stamps, newest)
+    assert stats.received == stats.added + stats.dropped + stats.decimated
+
+
+def test_jump_confirm_is_validated() -> None:
+    with pytest.raises(ValueError, match="jump_confirm"):
+        ClipBuffer("cam", 4, 10, 100, 0, jump_confirm=0)
+    # jump_confirm=1: every jump back clears at once (the behaviour before outliers were recognised).
+    buffer = ClipBuffer("cam", 4, 10, 10**9, 0, jump_confirm=1)
+    feed(buffer, [*stream(1_000 * NS, 3), 500 * NS])
+    assert buffer.stats().resets == 1 and kept_stamps(buffer) == [500 * NS]
+
+
+# -- one stale camera (issue 11, item 5) ---------------------------------------------------------------------
+
+
+def two_cameras(wrist_stops_after: int, max_seconds: float = 5) -> MultiCameraBuffer:
+    """front and wrist at 4 fps for 10 s; wrist stops publishing after `wrist_stops_after` frames."""
+    multi = MultiCameraBuffer.create(["front", "wrist"], 4, max_seconds, 10**9, 0)
+    for i in range(40):
+        stamp = 100 * NS + i * 250_000_000
+        multi["front"].add(Frame("front", stamp, small(i)))
+        if i < wrist_stops_after:
+            multi["wrist"].add(Frame("wrist", stamp + 20_000_000, small(i)))
+    return multi
+
+
+def test_a_stale_camera_is_left_out_and_named_instead_of_failing_the_window() -> None:
+    """With one camera stopped, every request failed with "camera 'front': no frames in [...]"."""
+    multi = two_cameras(wrist_stops_after=8)  # wrist stopped 8 s ago
+    with pytest.raises(NoFramesError, match="camera 'front': no frames in"):
+        multi.window(4.0)  # the old window, pinned to the stalest camera (kept for its callers)
+    window = multi.fresh_window(4.0)
+    assert window.cameras == ("front",) and window.end_ns == 100 * NS + 39 * 250_000_000
+    (front,) = window.clips
+    assert (front.start_ns, front.end_ns) == (100 * NS + 23 * 250_000_000, window.end_ns)
+    assert list(window.stale) == ["wrist"]
+    assert re.fullmatch(
+        r"newest frame 7\.98 s older than the window's end \(stale after 1 s\)", window.stale["wrist"]
+    )
+    with pytest.raises(TypeError):
+        window.stale["front"] = "x"  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        window.end_ns = 0  # type: ignore[misc]
+    # An end in the past, when both cameras published: both clips (the front buffer holds only 5 s).
+    past = two_cameras(wrist_stops_after=8, max_seconds=30).fresh_window(1.0, end_ns=101 * NS)
+    assert past.cameras == ("front", "wrist") and not past.stale and past.end_ns == 101 * NS
+
+
+def test_fresh_cameras_share_the_window_and_lag_is_tolerated_up_to_the_limit() -> None:
+    multi = two_cameras(wrist_stops_after=37)  # wrist's newest frame is 0.73 s behind front's
+    window = multi.fresh_window(2.0)
+    assert window.cameras == ("front", "wrist") and not window.stale
+    front, wrist = window.clips
+    assert front.end_ns == window.end_ns and wrist.end_ns == window.end_ns - 730_000_000
+    assert wrist.start_ns >= window.end_ns - 2 * NS
+    assert multi.fresh_window(2.0, stale_after_s=0.5).cameras == ("front",)
+    # Two sampling periods at least: a 0.5 fps buffer tolerates 4 s.
+    slow = MultiCameraBuffer.create(["a", "b"], 0.5, 60, 10**9, 0)
+    slow["a"].add(Frame("a", 10 * NS, small()))
+    slow["b"].add(Frame("b", 13 * NS, small()))
+    assert slow.fresh_window(10.0).cameras == ("a", "b")
+    slow["b"].add(Frame("b", 15 * NS, small()))
+    assert slow.fresh_window(10.0).cameras == ("b",)
+
+
+def test_fresh_window_fails_only_when_no_camera_has_frames() -> None:
+    multi = MultiCameraBuffer.create(["a", "b", "c"], 4, 10, 10**6, 0)
+    with pytest.raises(NoFramesError, match="no frames buffered yet from camera"):
+        multi.fresh_window(2.0)
+    multi["b"].add(Frame("b", 5 * NS, small()))
+    window = multi.fresh_window(2.0)
+    assert window.cameras == ("b",) and dict(window.stale) == {
+        "a": "no frames buffered yet",
+        "c": "no frames buffered yet",
+    }
+    assert multi.fresh_window(2.0, cameras=["b"]).cameras == ("b",)
+    with pytest.raises(
+        NoFramesError, match=r"no camera has frames in the window .*camera 'b': .*no frame at or before"
+    ):
+        multi.fresh_window(2.0, end_ns=NS)
+    with pytest.raises(NoFramesError, match="no camera named 'z'"):
+        multi.fresh_window(2.0, cameras=["b", "z"])
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="stale_after_s"):
+            multi.fresh_window(2.0, stale_after_s=bad)
