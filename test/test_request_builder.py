@@ -1,4 +1,5 @@
-"""Request building: message layout, reasoning suffixes, where sampling goes, video kwargs and clamps."""
+"""Request building: message layout, reasoning suffixes, where sampling and priority go, video kwargs at the
+clip's own frame rate, and clamps."""
 
 from __future__ import annotations
 
@@ -24,11 +25,19 @@ THINK_SUFFIX = (
 )
 
 
-def _ref(kind: str, name: str) -> MediaRef:
+def _ref(kind: str, name: str, fps: float = 0.0) -> MediaRef:
     path = Path("/media") / name
     mime = "video/mp4" if kind == "video" else "image/jpeg"
     return MediaRef(
-        kind=kind, url=path.as_uri(), path=path, mime=mime, size_bytes=10, encode_s=0.0, width=640, height=480
+        kind=kind,
+        url=path.as_uri(),
+        path=path,
+        mime=mime,
+        size_bytes=10,
+        encode_s=0.0,
+        width=640,
+        height=480,
+        fps=fps,
     )
 
 
@@ -66,7 +75,7 @@ def test_sampling_profiles_and_extra_body(catalog: TaskCatalog) -> None:
         "presence_penalty": 0.0,
         "max_tokens": 4096,
     }
-    assert reasoning["extra_body"] == {"top_k": 20, "repetition_penalty": 1.0}
+    assert reasoning["extra_body"] == {"top_k": 20, "repetition_penalty": 1.0, "priority": 0}
     assert "top_k" not in reasoning and "repetition_penalty" not in reasoning  # the SDK has no such arguments
     plain = build_request(catalog.render("caption"), [], RequestSettings(max_tokens=99)).params
     assert (plain["temperature"], plain["top_p"], plain["presence_penalty"]) == (0.7, 0.8, 1.5)
@@ -106,9 +115,42 @@ def test_video_kwargs_modes_and_clamps() -> None:
 def test_video_kwargs_only_with_video(catalog: TaskCatalog) -> None:
     settings = RequestSettings(fps=4)
     image = build_request(catalog.render("trajectory", task="t"), [_ref("image", "i.jpg")], settings)
-    assert set(image.params["extra_body"]) == {"top_k", "repetition_penalty"}
+    assert set(image.params["extra_body"]) == {"top_k", "repetition_penalty", "priority"}
     video = build_request(catalog.render("next_action"), [_ref("video", "v.mp4")], settings)
     assert video.params["extra_body"]["media_io_kwargs"] == {"video": {"num_frames": 256, "fps": 4}}
+
+
+def test_the_request_asks_for_the_clip_files_own_frame_rate(catalog: TaskCatalog) -> None:
+    """Before: the request carried sample_fps (4) while a slower camera's file ran at its measured 2.5 fps, so
+    the server's time line and the file's disagreed. Now the file's own rate is asked for."""
+    task = catalog.render("next_action")
+    slow = build_request(task, [_ref("video", "v.mp4", fps=2.5)], RequestSettings(fps=4))
+    assert slow.params["extra_body"]["media_io_kwargs"] == {"video": {"num_frames": 256, "fps": 2.5}}
+    plugin = RequestSettings(fps=4, video_kwargs_mode="mm_processor_kwargs")
+    older = build_request(task, [_ref("video", "v.mp4", fps=2.5)], plugin)
+    assert older.params["extra_body"]["mm_processor_kwargs"] == {"fps": 2.5, "do_sample_frames": True}
+    # Several cameras: one rate for the request, the fastest file's (every frame of every file is kept).
+    both = build_request(task, [_ref("video", "a.mp4", fps=2.0), _ref("video", "b.mp4", fps=3.0)], plugin)
+    assert both.params["extra_body"]["mm_processor_kwargs"]["fps"] == 3.0
+    # Still clamped (CVE-2026-105758), and settings.fps only stands in for a file that states no rate.
+    fast = build_request(task, [_ref("video", "v.mp4", fps=30.0)], RequestSettings(fps=4))
+    assert fast.params["extra_body"]["media_io_kwargs"]["video"]["fps"] == 8.0
+    unknown = build_request(task, [_ref("video", "v.mp4")], RequestSettings(fps=4))
+    assert unknown.params["extra_body"]["media_io_kwargs"]["video"]["fps"] == 4
+    assert (
+        "fps"
+        not in build_request(task, [_ref("video", "v.mp4")], RequestSettings()).params["extra_body"][
+            "media_io_kwargs"
+        ]["video"]
+    )
+
+
+def test_the_tasks_priority_is_sent_with_every_request(catalog: TaskCatalog) -> None:
+    caption = build_request(catalog.render("caption"), [_ref("video", "v.mp4")], RequestSettings())
+    assert caption.params["extra_body"]["priority"] == catalog.spec("caption").priority > 0
+    with ScriptedServer() as server, ReasonerClient(ClientSettings(base_url=server.base_url)) as client:
+        client.complete(caption, stream=False)
+    assert server.requests[0]["priority"] == catalog.spec("caption").priority  # a top-level field for vLLM
 
 
 @pytest.mark.parametrize(

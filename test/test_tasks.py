@@ -176,6 +176,9 @@ def test_placeholders_in_order_without_repeats() -> None:
         ({"tempo": 1}, "unknown fields"),
         ({"defaults": {"nothere": "x"}}, "does not use"),
         ({"template": ""}, "non-empty string"),
+        ({"priority": 1.5}, "priority must be an integer"),
+        ({"priority": "high"}, "priority must be an integer"),
+        ({"priority": 2**40}, "32-bit"),
     ],
 )
 def test_bad_task_fields_fail_at_load(tmp_path: Path, entry: dict, message: str) -> None:
@@ -189,6 +192,27 @@ def test_bad_task_fields_fail_at_load(tmp_path: Path, entry: dict, message: str)
     user = _write(tmp_path / "t.yaml", {"tasks": {"mine": {**base, **entry}}})
     with pytest.raises(TaskError, match=message):
         TaskCatalog.load(user)
+
+
+def test_priorities_rank_closed_loop_questions_first(catalog: TaskCatalog, tmp_path: Path) -> None:
+    """vLLM serves lower priorities first: the questions a robot acts on at once come before descriptions."""
+    values = {"task": "t", "step": "s", "object": "o", "event": "e", "question": "q", "prompt": "p"}
+    rendered = {name: catalog.render(name, **values) for name in catalog.names()}
+    urgent = {"next_action", "assisted_next_action", "trajectory", "grounding_2d"}
+    assert all(rendered[n].priority == 0 for n in urgent)
+    assert all(rendered[n].priority > 0 for n in set(rendered) - urgent)
+    assert rendered["caption"].priority > rendered["timestamp_query"].priority
+    user = _write(tmp_path / "p.yaml", {"tasks": {"caption": {"priority": -5}}})
+    assert TaskCatalog.load(user).render("caption").priority == -5  # a robot's own ranking
+    no_priority = {
+        "template": "x",
+        "media": "video",
+        "reasoning": False,
+        "answer_kind": "text",
+        "profile": "default",
+    }
+    own = _write(tmp_path / "q.yaml", {"tasks": {"mine": no_priority}})
+    assert TaskCatalog.load(own).render("mine").priority == 0
 
 
 def test_incomplete_new_task_and_bad_profiles(tmp_path: Path) -> None:
