@@ -26,6 +26,7 @@ __all__ = ["BUSY_POLICIES", "Admission", "Job", "RequestScheduler"]
 _log = logging.getLogger(__name__)
 
 BUSY_POLICIES = ("reject", "replace")
+_DELIVERY_GRACE_S = 1.0
 
 
 @dataclass(eq=False)
@@ -162,7 +163,7 @@ class RequestScheduler:
     # -- shutdown ------------------------------------------------------------------------------------------
 
     def shutdown(self, timeout_s: float) -> bool:
-        """Stop admitting, cancel what waits or runs, and deliver every outcome within about timeout_s.
+        """Stop admitting, cancel what waits or runs, and deliver every outcome within timeout_s (+1 s).
 
         A request that does not end in time gets a cancelled outcome anyway (its late result is dropped).
         Returns True when everything was delivered. Idempotent.
@@ -201,7 +202,8 @@ class RequestScheduler:
         if first:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._deliveries.put(None)  # after everything queued above
-        self._delivery_thread.join(max(0.0, deadline - time.monotonic()))
+        # Publishing what was just cancelled takes milliseconds: a short grace beyond timeout_s for it.
+        self._delivery_thread.join(max(0.0, deadline - time.monotonic()) + _DELIVERY_GRACE_S)
         return not self._delivery_thread.is_alive()
 
     # -- internals -----------------------------------------------------------------------------------------

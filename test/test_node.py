@@ -505,38 +505,3 @@ def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-def test_every_parameter_is_in_the_shipped_yaml_with_a_comment() -> None:
-    import yaml
-
-    from cosmos_reasoner_ros.parameters import CAMERA_PARAMETERS, PARAMETERS
-
-    path = REASONER_YAML
-    params = yaml.safe_load(path.read_text())["reasoner_node"]["ros__parameters"]
-    cameras = params.pop("camera")
-    assert set(params) == set(PARAMETERS)
-    for name in params["cameras"]:
-        assert set(cameras[name]) == set(CAMERA_PARAMETERS)
-    lines = path.read_text().splitlines()
-    for name in [*PARAMETERS, *CAMERA_PARAMETERS]:
-        line = next(line for line in lines if line.strip().startswith(f"{name}:"))
-        assert "#" in line, f"{name} has no comment in {path.name}"
-    for name, (default, _doc) in PARAMETERS.items():
-        assert type(params[name]) is type(default) or (
-            isinstance(default, float) and isinstance(params[name], int)
-        )
-
-
-def test_problem_log_reports_each_problem_once_per_period() -> None:
-    from cosmos_reasoner_ros.diagnostics import ProblemLog
-
-    lines: list[str] = []
-    log = ProblemLog(lines.append, period_s=0.2)
-    for _ in range(5):
-        log.report("a", "problem a")
-    log.report("b", "problem b")
-    assert lines == ["problem a", "problem b"]
-    time.sleep(0.25)
-    log.report("a", "problem a")
-    assert lines[-1] == "problem a (4 more since last report)"

@@ -329,3 +329,30 @@ def test_two_cameras_one_window_separate_or_tiled(
     assert tiled.answer_camera == tiled.media[0].camera == "front+wrist"
     assert (tiled.image_width, tiled.image_height) == (tiled.media[0].width, tiled.media[0].height)
     assert tiled.image_width > 644 or tiled.image_height > 476  # pixels refer to the tiled image
+
+
+def test_a_kept_outcome_pins_no_frame_but_the_annotated_one_and_no_inline_media(
+    buffer: MultiCameraBuffer, tmp_path: Path, server: ScriptedServer
+) -> None:
+    # The node keeps recent outcomes; a 10-minute soak grew to 1.4 GB when they held their clips' frames.
+    import gc
+    import weakref
+
+    server.default = ScriptedReply(text=TRAJECTORY)
+    pipeline = make_pipeline(buffer, tmp_path / "media", server.base_url)
+    pipeline.writer = ClipWriter(MediaStore(tmp_path / "media"), inline=True)
+    out = pipeline.run(RequestSpec("r1", "next_action"))
+    assert out.success and out.clip_frames > 2
+    assert out.clip_uris == ("data:video/mp4",) and all(
+        not m.url.startswith("data:video/mp4;") for m in out.media
+    )
+    assert out.last_frame is not None and out.last_frame.stamp_ns == out.clip_end_ns
+    sent = [weakref.ref(f) for f in buffer["front"].clip(2.0).frames]
+    buffer["front"].clear()
+    gc.collect()
+    alive = [r() for r in sent if r() is not None]
+    assert alive == [out.last_frame]  # only the annotated frame, and only until the node drops it
+    kept = out.without_frames()
+    del out, alive
+    gc.collect()
+    assert all(r() is None for r in sent) and kept.clip_frames > 2

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cosmos_reasoner_ros.projection import Intrinsics, back_project, depth_at, depth_to_meters
+from cosmos_reasoner_ros.parsing import Point2D, Trajectory
+from cosmos_reasoner_ros.projection import (
+    DepthHistory,
+    Intrinsics,
+    back_project,
+    depth_at,
+    depth_to_meters,
+    project_trajectories,
+)
 
 K = [500.0, 0.0, 320.0, 0.0, 480.0, 240.0, 0.0, 0.0, 1.0]
 
@@ -85,3 +93,24 @@ def test_points_outside_the_image_are_dropped() -> None:
     intr = Intrinsics.from_k(K, 640, 480)
     path = back_project([(-5.0, 10.0), (700.0, 10.0)], (640, 480), ramp_depth_m(), intr)
     assert path.points == () and path.dropped == 2
+
+
+def test_depth_history_keeps_one_per_period_within_count_and_bytes() -> None:
+    history: DepthHistory[bytes] = DepthHistory(period_ns=100, max_messages=5, max_bytes=350, size_of=len)
+    for stamp in range(0, 2000, 25):  # a fast stream: one in four is kept
+        history.add(stamp, b"x" * 100)
+    assert len(history) == 3 and history.nbytes == 300  # the byte bound (350) wins over the count (5)
+    nearest = history.nearest(1750)
+    assert nearest is not None and nearest[0] == 1700
+    assert not history.add(5000, b"y" * 400)  # alone larger than the bound
+    assert DepthHistory(1, 1, 1, len).nearest(0) is None
+
+
+def test_project_trajectories_uses_the_answer_image_size() -> None:
+    intrinsics = Intrinsics(fx=100.0, fy=100.0, cx=50.0, cy=40.0, width=100, height=80)
+    depth = np.full((80, 100), 2.0, dtype=np.float32)
+    trajectory = Trajectory("t", (Point2D("t", 500.0, 500.0), Point2D("t", 1000.0, 0.0)))
+    [(label, path)] = project_trajectories([trajectory], (200, 160), depth, intrinsics)
+    assert label == "t" and path.dropped == 0
+    assert path.points[0] == pytest.approx((0.0, 0.0, 2.0))  # the image centre
+    assert path.points[1] == pytest.approx((1.0, -0.8, 2.0))  # the top-right corner
