@@ -1,5 +1,6 @@
-"""launch/reasoner.launch.py: loaded with launch/launch_ros where they are importable (a ROS 2 install), and
-checked for staying declarative everywhere."""
+"""launch/reasoner.launch.py: loaded with launch/launch_ros where they are importable (a ROS 2 install, or the
+wheels ./run installs from ../shared/ros2-python), and checked for staying declarative everywhere. The launch
+tier (test/launch_tier) runs it with `ros2 launch` and launch_testing."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ def _require_launch() -> None:
     # `launch` alone may resolve to this repository's launch/ directory (a namespace package).
     for module in ("launch.actions", "launch_ros.actions"):
         pytest.importorskip(
-            module, reason=f"needs ROS 2 `{module.split('.')[0]}` (not installable from PyPI here)"
+            module,
+            reason=f"needs ROS 2 `{module.split('.')[0]}` (not on PyPI: ./run installs it from "
+            "../shared/ros2-python when that folder is beside the repository; a robot has it from ROS 2)",
         )
 
 
@@ -61,6 +64,7 @@ def _described(arguments: dict[str, str]):
     return declared, processes, context
 
 
+@pytest.mark.launch
 def test_launch_file_declares_the_arguments_and_both_processes() -> None:
     _require_launch()
     from launch.actions import ExecuteProcess
@@ -76,6 +80,7 @@ def test_launch_file_declares_the_arguments_and_both_processes() -> None:
     assert nodes[0].node_package == "cosmos_reasoner_ros" and nodes[0].node_executable == "reasoner_node"
 
 
+@pytest.mark.launch
 def test_launch_file_without_server_starts_only_the_node() -> None:
     _require_launch()
     from launch_ros.actions import Node
