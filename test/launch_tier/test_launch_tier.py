@@ -275,7 +275,8 @@ def test_launch_with_the_supervisor_stops_everything_on_sigint(vllm_work_dir: Pa
             except subprocess.TimeoutExpired:
                 pytest.fail(f"ros2 launch still running {grace + 5.0} s after SIGINT:\n{_tail(log_path)}")
             took = time.monotonic() - sent
-            print(f"ros2 launch stopped {took:.1f} s after SIGINT (vLLM ready after {record['start_s']:.1f} s)")
+            started = record["start_s"]
+            print(f"ros2 launch stopped {took:.1f} s after SIGINT; vLLM was ready after {started:.0f} s")
             text = log_path.read_text(errors="replace")
             assert took < grace, (
                 f"stopping took {took:.1f} s, more than the {grace} s grace period:\n{_tail(log_path)}"
