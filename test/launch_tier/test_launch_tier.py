@@ -303,4 +303,3 @@ def _tail(path: Path, lines: int = 60) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
-
