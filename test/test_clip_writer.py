@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
 
 NS = 1_000_000_000
+HZ15 = NS // 15
 CODECS = ["h264", "mp4v", "mp4v-opencv"]  # mp4v-opencv: OpenCV's writer, as on a machine without PyAV
 Images = list[np.ndarray]
 WriterFactory = Callable[..., ClipWriter]
@@ -431,8 +434,128 @@ def test_pre_encoder_encodes_on_arrival_and_never_blocks(
     slow.close()
     monkeypatch.setattr(writer, "prepare", lambda frame: 1 / 0)
     failing = PreEncoder(writer)
-    failing.submit(Frame("front", 0, real_frames[0]))
+    held = Frame("front", 0, real_frames[0])  # as the buffer holds it (the queue alone would let it go)
+    failing.submit(held)
     failing.close()
     assert failing.failed == 1 and "ZeroDivisionError" in failing.last_error
     writer.close()
     assert not ClipWriter(store, backend="opencv").prepare(Frame("front", 0, real_frames[0]))
+
+
+# -- nothing holds frames or packets beyond the buffer (issue 11, item 1) ------------------------------------
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_frames_the_buffer_let_go_are_freed_with_their_packets(
+    real_frames: Images, store: MediaStore
+) -> None:
+    """The pre-encoding thread kept the last frame it encoded (and so its packet) until the next one came."""
+    writer = ClipWriter(store, codec="h264")
+    buffer = ClipBuffer("front", sample_fps=4, max_seconds=2, max_bytes=10**9, max_long_side=160)
+    pre = PreEncoder(writer)
+    frames: list[weakref.ref[Frame]] = []
+    images: list[weakref.ref[np.ndarray]] = []
+    for i in range(12):
+        kept = buffer.add(Frame("front", 100 * NS + i * 250_000_000, real_frames[i]))
+        assert kept is not None and pre.submit(kept)
+        frames.append(weakref.ref(kept))
+        images.append(weakref.ref(kept.image))
+        del kept
+    # Frames the buffer evicted before their turn are not encoded at all (expired).
+    wait_until(lambda: pre.encoded + getattr(pre, "expired", 0) == 12)
+    clip = buffer.clip(2.0)
+    assert writer.write_clip(clip).reused_frames == len(clip.frames)  # the packets were there while needed
+    del clip
+    # Then pre-encoding pauses (no trigger expected) while the stream goes on: the buffer lets go of all 12.
+    for i in range(12):
+        buffer.add(Frame("front", 110 * NS + i * 250_000_000, real_frames[i]))
+    assert buffer.stats().frames == 9
+    # No gc.collect(): nothing may need more than reference counting to be freed.
+    assert [i for i, ref in enumerate(frames) if ref() is not None] == []
+    assert [i for i, ref in enumerate(images) if ref() is not None] == []
+    assert writer.cached_frames == 0  # the new frames were not encoded; the old packets are gone
+    pre.close()
+    writer.close()
+
+
+def test_pre_encoder_queue_is_bounded_in_frames_and_bytes_and_holds_nothing(
+    real_frames: Images, store: MediaStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = ClipWriter(store, codec="h264")
+    started, release = threading.Event(), threading.Event()
+
+    def blocked(frame: Frame) -> bool:
+        started.set()
+        release.wait(10)
+        return True
+
+    monkeypatch.setattr(writer, "prepare", blocked)
+    size = real_frames[0].nbytes
+    pre = PreEncoder(writer, queue_size=8, max_queue_bytes=3 * size)
+    first = Frame("front", 0, real_frames[0])
+    assert pre.submit(first) and started.wait(10)  # the thread holds it while encoding
+    queued = [Frame("front", i, real_frames[i]) for i in range(1, 6)]
+    accepted = [pre.submit(frame) for frame in queued]
+    assert accepted == [True, True, False, False, False]  # 3 frames' bytes in all, the one in flight included
+    assert pre.queued == (3, 3 * size) and pre.skipped == 3
+    small = [Frame("front", 10 + i, real_frames[i][:8, :8]) for i in range(10)]
+    assert [pre.submit(frame) for frame in small] == [False] * 10  # the byte bound is reached: small ones too
+    # Frames waiting in the queue are referenced weakly: once nothing else holds them, they are freed.
+    waiting = [weakref.ref(frame) for frame in queued[:2]]
+    del queued, accepted
+    assert [ref() for ref in waiting] == [None, None]
+    release.set()
+    assert pre.wait_idle(10)
+    assert (pre.encoded, pre.expired, pre.queued) == (1, 2, (0, 0))
+    # Frame-count bound: small frames fill queue_size, not the bytes.
+    release.clear()
+    started.clear()
+    keep = [Frame("front", 100 + i, real_frames[i][:8, :8]) for i in range(12)]
+    results = [pre.submit(frame) for frame in keep]
+    assert results == [True] * 8 + [False] * 4
+    release.set()
+    assert pre.wait_idle(10) and pre.encoded == 9
+    # One frame larger than the byte bound is still taken when nothing else is queued.
+    big = Frame("front", 200, np.zeros((4 * real_frames[0].shape[0], *real_frames[0].shape[1:]), np.uint8))
+    assert pre.submit(big) and pre.wait_idle(10)
+    pre.close()
+    assert not pre.submit(keep[0])  # closed
+    with pytest.raises(ValueError, match="queue_size"):
+        PreEncoder(writer, queue_size=0)
+    with pytest.raises(ValueError, match="max_queue_bytes"):
+        PreEncoder(writer, max_queue_bytes=0)
+
+
+def test_cached_packets_never_exceed_the_buffered_frames(real_frames: Images, store: MediaStore) -> None:
+    """A stream with triggers, a bag that loops and a pause: after every step, the encoded packets kept are
+    those of frames still buffered (plus the clip being written), never more."""
+    writer = ClipWriter(store, codec="h264")
+    buffer = ClipBuffer("front", sample_fps=4, max_seconds=2, max_bytes=10**9, max_long_side=96)
+    pre = PreEncoder(writer)
+    worst = 0
+    stamps = [100 * NS + i * HZ15 for i in range(150)]  # 10 s at 15 Hz
+    stamps += [100 * NS + i * HZ15 for i in range(90)]  # the bag loops
+    stamps += [200 * NS + i * HZ15 for i in range(60)]  # a pause, then more
+    for step, stamp in enumerate(stamps):
+        if buffer.wants(stamp):
+            kept = buffer.add(Frame("front", stamp, real_frames[step % len(real_frames)]))
+            if kept is not None and step < 200:  # pre-encoding stops for the last part (no trigger)
+                pre.submit(kept)
+            del kept
+        if step % 20 == 19:
+            clip = buffer.clip(1.5)
+            writer.write_clip(clip)
+            assert writer.cached_frames <= buffer.stats().frames + len(clip.frames)
+            del clip
+        assert pre.wait_idle(20)
+        worst = max(worst, writer.cached_frames - buffer.stats().frames)
+        assert writer.cached_frames <= buffer.stats().frames, (step, writer.cached_frames, buffer.stats())
+    assert buffer.stats().resets == 1 and worst <= 0
+    pre.close()
+    writer.close()
