@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import cv2
 import numpy as np
@@ -284,6 +284,32 @@ def depth_topics(reader: Any) -> tuple[str, str]:
     return (depth, info) if depth and info else ("", "")
 
 
+def node_parameters(
+    options: EvalOptions,
+    image_topic: str,
+    compressed: bool,
+    media_dir: Path,
+    depth_topic: str = "",
+    info_topic: str = "",
+) -> list[str]:
+    """The node's parameters for a replay of the bag, as `name:=value` (YAML values, as `-p` takes them); they
+    override the parameter file."""
+    return [
+        f"server_url:={options.server_url}",
+        "cameras:=[camera]",
+        f"camera.camera.topic:={image_topic}",
+        f"camera.camera.compressed:={'true' if compressed else 'false'}",
+        f"camera.camera.depth_topic:={depth_topic or _EMPTY}",
+        f"camera.camera.camera_info_topic:={info_topic or _EMPTY}",
+        f"media_dir:={media_dir}",
+        "trigger_period_s:=0.0",
+        "image_qos:=reliable",
+        f"max_in_flight:={max(1, len(options.tasks))}",
+        "wait_for_server_s:=10.0",
+        *options.params,
+    ]
+
+
 def node_command(
     options: EvalOptions,
     image_topic: str,
@@ -303,23 +329,23 @@ def node_command(
     ]
     if params_file is not None:
         cmd += ["--params-file", str(params_file)]
-    values = [
-        f"server_url:={options.server_url}",
-        "cameras:=[camera]",
-        f"camera.camera.topic:={image_topic}",
-        f"camera.camera.compressed:={'true' if compressed else 'false'}",
-        f"camera.camera.depth_topic:={depth_topic or _EMPTY}",
-        f"camera.camera.camera_info_topic:={info_topic or _EMPTY}",
-        f"media_dir:={media_dir}",
-        "trigger_period_s:=0.0",
-        "image_qos:=reliable",
-        f"max_in_flight:={max(1, len(options.tasks))}",
-        "wait_for_server_s:=10.0",
-        *options.params,
-    ]
-    for value in values:
+    for value in node_parameters(options, image_topic, compressed, media_dir, depth_topic, info_topic):
         cmd += ["-p", value]
     return cmd
+
+
+class NodeHandle(Protocol):
+    """A running reasoner_node (and whatever was started with it)."""
+
+    def check_alive(self) -> None:
+        """Raise BagError (with the log's tail) when the node has exited."""
+
+    def stop(self) -> None:
+        """Stop it and everything started with it."""
+
+
+# Starts the node for a replay: (parameter file or None, parameters as `name:=value`, log path) -> handle.
+NodeStarter = Callable[[Path | None, Sequence[str], Path], NodeHandle]
 
 
 @dataclass
@@ -399,8 +425,12 @@ class _NodeProcess:
         self._log.close()
 
 
-def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) -> ReportFiles:
-    """Replay `bag` into a fresh reasoner_node, trigger the tasks, collect every result, write the report."""
+def evaluate_live(
+    bag: Path, out: Path, options: EvalOptions = EvalOptions(), start_node: NodeStarter | None = None
+) -> ReportFiles:
+    """Replay `bag` into a fresh reasoner_node, trigger the tasks, collect every result, write the report.
+
+    start_node: how the node starts (e.g. `ros2 launch`); None: `python -m cosmos_reasoner_ros.node` here."""
     import rclpy
     from rclpy.action.client import ActionClient
     from rclpy.executors import SingleThreadedExecutor
@@ -416,7 +446,7 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
     media.mkdir(exist_ok=True)
     if options.record and (out / "outputs").exists():
         raise BagError(f"{out / 'outputs'} exists already; choose a new report folder")
-    node_proc: _NodeProcess | None = None
+    node_proc: NodeHandle | None = None
     recorder: Recorder | None = None
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -429,9 +459,12 @@ def evaluate_live(bag: Path, out: Path, options: EvalOptions = EvalOptions()) ->
         times = trigger_times(player.duration_s, options.period_s, options.at_s)
         total = len(times) * len(options.tasks)
         depth, info = depth_topics(frames.reader) if options.depth else ("", "")
-        node_proc = _NodeProcess(
-            node_command(options, frames.topic, frames.compressed, media, depth, info), out / "node.log"
-        )
+        if start_node is None:
+            cmd = node_command(options, frames.topic, frames.compressed, media, depth, info)
+            node_proc = _NodeProcess(cmd, out / "node.log")
+        else:
+            parameters = node_parameters(options, frames.topic, frames.compressed, media, depth, info)
+            node_proc = start_node(options.params_file or default_params_file(), parameters, out / "node.log")
         client: ActionClient[Any, Any, Any] = ActionClient(node, Reason, f"/{options.node_name}/reason")
         spinner = threading.Thread(target=executor.spin, daemon=True)
         spinner.start()
