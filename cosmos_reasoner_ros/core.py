@@ -93,6 +93,7 @@ class Core:
                 tiled=cfg.tiled,
                 stream=cfg.stream,
                 wait_for_server_s=cfg.wait_for_server_s,
+                stale_after_s=cfg.stale_after_s,
             ),
         )
         # Frames encoded on arrival make a clip at trigger time a matter of muxing. A tiled video is composed

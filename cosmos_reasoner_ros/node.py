@@ -474,11 +474,20 @@ class ReasonerNode(Node):
                 self._last.latency_s, self._last.ttft_s = outcome.latency_s, outcome.ttft_s
             else:
                 self._last.error, self._last.error_kind = outcome.error, outcome.error_kind
+            self._last.stale_cameras = outcome.stale_cameras
         self.outputs.publish(outcome, self._frame_id(outcome))
         if not outcome.success:
             self._problems.report(
                 f"request:{outcome.error_kind}",
                 f"request {outcome.request_id} failed ({outcome.error_kind}): {shorten(outcome.error, 300)}",
+            )
+        if outcome.stale_cameras:
+            self._problems.report(
+                f"stale:{','.join(outcome.stale_cameras)}",
+                f"request {outcome.request_id}: left out stale camera(s) "
+                + "; ".join(
+                    f"{c}: {r}" for c, r in zip(outcome.stale_cameras, outcome.stale_reasons, strict=True)
+                ),
             )
         self.recent.append((outcome.without_frames(), time.monotonic()))
 

@@ -115,9 +115,9 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
         "[s] frames stamped further ahead of their receive time are refused (clock skew allowance)",
     ),
     "stale_after_s": (
-        0.0,
-        "[s] a camera whose newest frame is this much older than the newest camera's is left out of a "
-        "multi-camera clip; 0: max(1 s, 2 / sample_fps)",
+        1.0,
+        "[s] a camera whose newest frame lags the newest camera's by more (at least two sampling periods) is "
+        "left out of a request and named in its result",
     ),
     "media_dir": (DEFAULT_MEDIA_DIR, "directory for clip files (the server must be allowed to read it)"),
     "media_max_files": (200, "retention: most clip files of this node kept in media_dir; 0: no limit"),
@@ -192,7 +192,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "buffer_max_mb": (1.0, 262144.0),
     "max_pixels": (1, 1 << 31),
     "max_stamp_ahead_s": (0.0, 86400.0),
-    "stale_after_s": (0.0, 3600.0),
+    "stale_after_s": (0.01, 3600.0),
     "media_max_files": (0, 1_000_000),
     "media_max_mb": (0.0, 1 << 24),
     "media_max_age_s": (0.0, 10 * 365 * 86400.0),

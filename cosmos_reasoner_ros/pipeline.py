@@ -109,6 +109,8 @@ class Outcome:
     media: tuple[MediaRef, ...] = ()  # as sent, but data: URLs reduced to their MIME type
     last_frame: Frame | None = None  # the answer camera's newest frame sent (for the annotated image)
     cameras: tuple[str, ...] = ()
+    stale_cameras: tuple[str, ...] = ()  # asked for but left out: no recent frames (why: stale_reasons)
+    stale_reasons: tuple[str, ...] = ()
     answer_camera: str = ""  # the camera whose image the pixel coordinates refer to
     image_width: int = 0  # [px] size of the image the pixel coordinates refer to
     image_height: int = 0
@@ -134,7 +136,7 @@ class Outcome:
 
     @property
     def clip_uris(self) -> tuple[str, ...]:
-        return tuple(m.url for m in self.media)
+        return tuple(_light(m).url for m in self.media)  # never megabytes of base64
 
     def without_frames(self) -> Outcome:
         """The same outcome without its last frame: what may be kept after publishing."""
@@ -147,6 +149,9 @@ class PipelineSettings:
     tiled: bool = False  # several cameras: one tiled video instead of one video per camera
     stream: bool = True
     wait_for_server_s: float = 0.0  # >0: wait this long for /health before each request
+    stale_after_s: float = (
+        1.0  # a camera lagging the newest by more (at least two sampling periods) is left out
+    )
 
 
 @dataclass
@@ -156,6 +161,7 @@ class _Progress:
     spec: RequestSpec
     timings: dict[str, float | None] = field(default_factory=dict)
     clips: tuple[Clip, ...] = ()
+    stale: dict[str, str] = field(default_factory=dict)  # cameras left out of the clip: why
     media: tuple[MediaRef, ...] = ()
     task: RenderedTask | None = None
     completion: Completion | None = None
@@ -217,8 +223,11 @@ class Pipeline:
 
         stage("capturing")
         seconds = spec.clip_seconds if spec.clip_seconds > 0 else self.settings.clip_seconds
-        clips = self.buffer.window(seconds, list(spec.cameras) or None, spec.end_ns)
-        p.clips = tuple(clips)
+        window = self.buffer.fresh_window(
+            seconds, list(spec.cameras) or None, spec.end_ns, stale_after_s=self.settings.stale_after_s
+        )
+        clips = list(window.clips)
+        p.clips, p.stale = window.clips, dict(window.stale)
 
         stage("encoding")
         if task.media == "image":
@@ -334,6 +343,8 @@ class Pipeline:
             media=tuple(_light(m) for m in p.media),
             last_frame=answer_clip.frames[-1] if answer_clip is not None else None,
             cameras=cameras,
+            stale_cameras=tuple(p.stale),
+            stale_reasons=tuple(p.stale.values()),
             answer_camera=answer_camera,
             image_width=width,
             image_height=height,

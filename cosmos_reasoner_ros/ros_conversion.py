@@ -105,6 +105,7 @@ def result_msg(outcome: Outcome, frame_id: str = "") -> ReasonerResult:
     msg.clip_end = ns_to_time(outcome.clip_end_ns)
     msg.clip_frames = outcome.clip_frames
     msg.cameras = list(outcome.cameras)
+    msg.stale_cameras = list(outcome.stale_cameras)
     msg.clip_uris = list(outcome.clip_uris)
     msg.model = outcome.model
     msg.prompt_tokens = max(0, outcome.prompt_tokens)

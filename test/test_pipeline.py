@@ -356,3 +356,29 @@ def test_a_kept_outcome_pins_no_frame_but_the_annotated_one_and_no_inline_media(
     del out, alive
     gc.collect()
     assert all(r() is None for r in sent) and kept.clip_frames > 2
+
+
+def test_a_stale_camera_is_left_out_and_named_not_fatal(
+    robot_frames: list[np.ndarray], tmp_path: Path, server: ScriptedServer
+) -> None:
+    # Before: the window ended at the stale camera's last frame, and every request failed with no_frames.
+    buffers = [ClipBuffer(name, 4.0, 30.0, 512 * 1024 * 1024, 0) for name in ("front", "wrist")]
+    for i, image in enumerate(robot_frames):
+        stamp = T0 + i * NS // 4
+        for buf in buffers if i < 4 else buffers[:1]:  # the wrist camera stopped after its 4th frame
+            if buf.wants(stamp):
+                buf.add(Frame(camera=buf.camera, stamp_ns=stamp, image=image))
+    multi = MultiCameraBuffer(buffers)
+    out = make_pipeline(multi, tmp_path, server.base_url).run(RequestSpec("s", "next_action"))
+    assert out.success, out.error
+    assert out.cameras == ("front",) and out.stale_cameras == ("wrist",) and out.stale_reasons[0]
+    assert out.clip_end_ns == T0 + (len(robot_frames) - 1) * NS // 4  # the window ends at the newest frame
+    from cosmos_reasoner_ros.ros_conversion import result_msg
+
+    assert list(result_msg(out).stale_cameras) == ["wrist"]
+    for buf in buffers:
+        buf.clear()  # no camera has frames: only then the request fails
+    none_fresh = make_pipeline(multi, tmp_path, server.base_url).run(RequestSpec("n", "next_action"))
+    assert (
+        none_fresh.error_kind == "no_frames" and "front" in none_fresh.error and "wrist" in none_fresh.error
+    )

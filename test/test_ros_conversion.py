@@ -17,7 +17,7 @@ from cosmos_reasoner_ros.errors import ServerUnavailable
 from cosmos_reasoner_ros.image_conversion import Frame, image_msg_to_array
 from cosmos_reasoner_ros.media_store import MediaRef
 from cosmos_reasoner_ros.parsing import Box2D, ParsedAnswer, Point2D, Segment, Trajectory
-from cosmos_reasoner_ros.pipeline import Outcome, RequestSpec, error_outcome
+from cosmos_reasoner_ros.pipeline import ClipSummary, Outcome, RequestSpec, error_outcome
 from cosmos_reasoner_ros.ros_conversion import (
     diagnostic_array,
     diagnostic_status,
@@ -69,7 +69,7 @@ def sample_outcome() -> Outcome:
         answer="go",
         choice="B",
         parsed=parsed,
-        clips=(clip,),
+        clips=(ClipSummary.of(clip),),
         media=media,
         cameras=("front",),
         answer_camera="front",

@@ -100,8 +100,11 @@ class ScriptedServer:
         model: str = "scripted",
         host: str = "127.0.0.1",
         port: int = 0,
+        record: bool = True,
     ) -> None:
         self.model = model
+        self.record = record  # False: count requests without keeping their bodies (long soaks)
+        self.request_count = 0
         self.default = default or ScriptedReply()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # the HTTP headers of each recorded request
@@ -116,8 +119,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _Server((host, port), _make_handler(self))
         self._thread: threading.Thread | None = None
         bound_host, bound_port = self._httpd.server_address[:2]
         self.host = str(bound_host)
@@ -131,8 +133,10 @@ class ScriptedServer:
 
     def next_reply(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> ScriptedReply:
         with self._lock:
-            self.requests.append(body)
-            self.headers.append(headers or {})
+            self.request_count += 1
+            if self.record:
+                self.requests.append(body)
+                self.headers.append(headers or {})
             self._arrived.notify_all()
             if self._chooser is not None:
                 return self._chooser(body)
@@ -141,7 +145,7 @@ class ScriptedServer:
     def wait_requests(self, count: int, timeout_s: float) -> bool:
         """Block until at least `count` chat requests arrived (True) or the timeout passed (False)."""
         with self._arrived:
-            return self._arrived.wait_for(lambda: len(self.requests) >= count, timeout_s)
+            return self._arrived.wait_for(lambda: self.request_count >= count, timeout_s)
 
     def start(self) -> ScriptedServer:
         self._thread = threading.Thread(
@@ -172,6 +176,11 @@ class ScriptedServer:
         if seconds > 0:
             return self._stopping.wait(seconds)
         return self._stopping.is_set()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # the listen backlog: a storm of concurrent requests must not be refused
 
 
 def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:

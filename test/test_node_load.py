@@ -1,0 +1,157 @@
+"""reasoner_node under load in a process of its own, as an integrator tries it: trigger and goal storms, a
+shutdown signal with requests in flight, hostile instructions and goals, and a short soak.
+
+The long versions are bench/storm.py and bench/soak.py; these keep the promises true in CI.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.camera_publisher import camera_process
+from support.load import NodeRun, Probe, media_usage, node_process, sequence_gaps
+from support.processes import wait_until
+from support.scripted_server import ScriptedReply, ScriptedServer
+
+pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+TOPIC = "/load_cam/image_raw"
+STREAMED = " ".join(f"word{i}" for i in range(60))
+
+
+def params(server: ScriptedServer, media: Path, **extra: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "cameras": ["front"],
+        "camera": {"front": {"topic": TOPIC}},
+        "server_url": server.base_url,
+        "media_dir": str(media),
+        "clip_seconds": 1.0,
+        "sample_fps": 4.0,
+        "max_retries": 0,
+        "request_timeout_s": 30.0,
+        "health_period_s": 0.5,
+        "task": "next_action",
+    }
+    values.update(extra)
+    return values
+
+
+@pytest.fixture
+def running(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[NodeRun, Probe, ScriptedServer]]:
+    reply, extra = getattr(request, "param", (ScriptedReply(text="ok", delay_s=0.5), {}))
+    with (
+        ScriptedServer(default=reply) as server,
+        camera_process(TOPIC, 320, 240, rate=10.0),
+        node_process(params(server, tmp_path / "media", **extra), tmp_path) as node,
+    ):
+        probe = Probe()
+        try:
+            probe.wait_ready()
+            wait_until(lambda: probe.frames_buffered() > 2, 30.0, "frames in the node")
+            yield node, probe, server
+        finally:
+            probe.close()
+
+
+def test_a_burst_of_50_trigger_calls_gets_50_replies_and_50_results(running: Any) -> None:
+    node, probe, _server = running
+    storm = probe.trigger_storm(50)
+    assert storm.replies == 50, storm  # before: 11 of 200 got a reply (a service queue of 10)
+    assert storm.accepted >= 1 and storm.accepted + storm.rejected_with_reason == 50, storm
+    assert storm.results_missing == 0 and storm.results_duplicated == 0, storm
+    assert set(storm.result_kinds) <= {"success", "busy", "no_frames"}, storm
+    assert node.proc.poll() is None
+
+
+@pytest.mark.parametrize(
+    "running",
+    [(ScriptedReply(text=STREAMED, chunk_delay_s=0.05), {"max_in_flight": 20, "request_queue_depth": 100})],
+    indirect=True,
+)
+def test_20_concurrent_goals_with_half_cancelled_mid_stream(running: Any) -> None:
+    _node, probe, _server = running
+    storm = probe.goal_storm(20, cancel_every=2)
+    assert storm.acknowledged == storm.accepted == 20, storm  # before: 10 acknowledged, 10 never answered
+    assert storm.cancels_sent == 10 and storm.cancels_accepted == 10, storm
+    assert storm.statuses == {"STATUS_CANCELED": 10, "STATUS_SUCCEEDED": 10}, storm
+    assert storm.cancelled_with_cancelled_result == 10, storm
+    assert storm.results_missing == 0 and storm.results_duplicated == 0, storm
+
+
+@pytest.mark.parametrize(
+    "running", [(ScriptedReply(text="late", delay_s=30.0), {"shutdown_timeout_s": 3.0})], indirect=True
+)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_shutdown_signal_publishes_the_results_of_requests_in_flight(running: Any, signum: int) -> None:
+    node, probe, server = running
+    reply = probe.trigger.call(probe.Trigger.Request())
+    request_id = reply.message.split()[0]
+    assert server.wait_requests(1, 20.0), "the request never reached the server"
+    code, took = node.stop(signum)
+    assert code == 0 and took < 5.0, (code, took, node.output()[-2000:])
+    wait_until(lambda: probe.results[request_id], 5.0, "the cancelled result")
+    assert probe.kinds[request_id] == "cancelled" and probe.results[request_id] == 1
+    assert "context is invalid" not in node.output() and "Traceback" not in node.output()
+
+
+def test_hostile_instructions_and_goals_get_clear_results(running: Any) -> None:
+    node, probe, _server = running
+    from std_msgs.msg import String
+
+    pub = probe.node.create_publisher(String, "/reasoner_node/instruction", 10)
+    wait_until(lambda: pub.get_subscription_count() > 0, 10, "the instruction subscriber")
+    pub.publish(String(data="x" * 1_000_000))
+    wait_until(lambda: "instruction refused" in node.output(), 10, "the refusal in the log")
+    line = next(line for line in node.output().splitlines() if "instruction refused" in line)
+    assert len(line) < 400 and "1000000 characters" in line  # logged shortened, never in full
+
+    def goal_kind(**fields: Any) -> tuple[str, str]:
+        handle = probe.action.send_goal_async(probe.Reason.Goal(**fields))
+        h = wait_until(lambda: handle.result() if handle.done() else None, 10, "goal acceptance")
+        res = h.get_result_async()
+        r = wait_until(lambda: res.result() if res.done() else None, 20, "goal result")
+        return r.result.result.error_kind, r.result.result.error
+
+    for bad in (float("inf"), float("nan"), -1.0, 1e9):
+        kind, error = goal_kind(clip_seconds=bad)
+        assert kind == "invalid_request" and "clip_seconds" in error, (bad, kind, error)
+    kind, error = goal_kind(task="next_action", instruction="open the drawer")
+    assert kind == "invalid_request" and "takes no instruction" in error
+    kind, error = goal_kind(task="custom", instruction="y" * 5000)
+    assert kind == "invalid_request" and "max_instruction_chars" in error
+    assert node.proc.poll() is None
+
+
+@pytest.mark.parametrize(
+    "running",
+    [
+        (
+            ScriptedReply(text="ok", delay_s=0.3),
+            {"trigger_period_s": 1.0, "buffer_seconds": 10.0, "media_max_files": 20},
+        )
+    ],
+    indirect=True,
+)
+def test_soak_60s_every_tick_one_result_and_memory_flat(running: Any, tmp_path: Path) -> None:
+    node, probe, _server = running
+    time.sleep(15.0)  # warm-up: buffers fill, caches settle
+    rss_warm = node.rss_mb()
+    time.sleep(45.0)
+    rss_end = node.rss_mb()
+    with probe._lock:
+        ids = list(probe.results)
+        counts = dict(probe.results)
+    missing, duplicated = sequence_gaps(ids)
+    assert len(ids) >= 50 and missing == 0 and duplicated == 0 and max(counts.values()) == 1
+    assert rss_end - rss_warm < 25.0, (rss_warm, rss_end)
+    files, _bytes = media_usage(tmp_path / "media")
+    assert files <= 20
