@@ -124,6 +124,16 @@ def _no_leftovers(tmp_path: Path) -> Iterator[None]:
                 os.killpg(pid, signal.SIGKILL)
 
 
+def wait_for(predicate, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
 def records(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -354,6 +364,22 @@ def test_shipped_config_loads_and_documents_every_setting() -> None:
     for name in names:  # each setting's line carries a comment
         line = next(line for line in text.splitlines() if line.startswith(f"{name}:"))
         assert "#" in line, name
+
+
+def test_without_config_an_install_uses_its_installed_server_yaml(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As pip installs it: no package.xml beside the modules, config in <prefix>/share/<package>/config."""
+    from cosmos_reasoner_ros import package_files
+
+    installed = tmp_path / "prefix" / "share" / "cosmos_reasoner_ros" / "config" / "server.yaml"
+    installed.parent.mkdir(parents=True)
+    installed.write_text("mode: native\nport: 8444\n")
+    monkeypatch.setattr(package_files, "_SOURCE_ROOT", tmp_path / "site-packages")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    monkeypatch.setitem(sys.modules, "ament_index_python.packages", None)  # no ament index either
+    chosen = cli.settings_from_args(cli.parse_args([]))
+    assert (chosen.mode, chosen.port) == ("native", 8444)
 
 
 def test_plugin_command_is_the_cookbook_command() -> None:
@@ -830,6 +856,37 @@ def test_gives_up_after_bounded_restarts_with_growing_backoff(tmp_path: Path, fa
     assert "engine died" in proc.lines[-1]  # with the last failure's message
     # Each dead server's worker was stopped with it (they would hold the port and memory).
     assert not any(alive(r["worker"]) for r in records(tmp_path / "record.jsonl"))
+
+
+@pytest.mark.slow
+def test_a_headless_host_is_watched_without_health_checks(tmp_path: Path, fake_vllm: Path) -> None:
+    """A secondary host of multi-node data parallelism has no API server: never READY, never timed out,
+    restarted when it dies."""
+    secondary = {
+        "data_parallel_size": 4,
+        "data_parallel_size_local": 2,
+        "data_parallel_start_rank": 2,
+        "headless": True,
+        "start_timeout_s": 1.0,  # would stop a server that is not healthy in time: not this one
+    }
+    proc = SupervisorProcess(write_config(tmp_path, fake_vllm, free_port(), **secondary), fake_env(tmp_path))
+    try:
+        proc.read_until("[cosmos-reasoner-server] headless")
+        first = wait_for(lambda: records(tmp_path / "record.jsonl"))[0]
+        assert (
+            "--headless" in first["argv"]
+            and first["argv"][first["argv"].index("--data-parallel-start-rank") + 1] == "2"
+        )
+        time.sleep(2.0)  # past start_timeout_s
+        assert proc.proc.poll() is None and not any(line.startswith("READY") for line in proc.lines)
+        os.killpg(first["pid"], signal.SIGKILL)
+        proc.read_until("[cosmos-reasoner-server] server exit code")
+        wait_for(lambda: len(records(tmp_path / "record.jsonl")) == 2)
+        proc.proc.send_signal(signal.SIGTERM)
+        assert proc.finish() == errors.EXIT_OK
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
 
 
 @pytest.mark.slow
