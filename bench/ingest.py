@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from support.paths import BENCH_RESULTS, ROBOT_CLIP, ROOT, SHM_PROFILE
+from support.processes import bench_domain
 
 PROFILE = SHM_PROFILE
 CLIP = ROBOT_CLIP
@@ -254,7 +255,7 @@ def child_env() -> tuple[dict[str, str], str]:
         env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
         note = str(PROFILE.relative_to(ROOT))
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    env.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
+    env.setdefault("ROS_DOMAIN_ID", bench_domain())
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     return env, note
 

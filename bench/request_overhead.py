@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from support.paths import BENCH_RESULTS, SHM_PROFILE
+from support.processes import bench_domain
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-os.environ.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 200))
+os.environ.setdefault("ROS_DOMAIN_ID", bench_domain())
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
 
 import openai

@@ -1,5 +1,10 @@
 """`reasoner_node`: camera topics, triggers and the Reason action wired to the request pipeline; results out.
 
+A managed (lifecycle) node when the `lifecycle` parameter is true, as in nav2 bring-ups: `configure` validates
+the parameters and builds the core, `activate` starts subscriptions, triggers, timers (and may wait for the
+server), `deactivate` stops accepting requests and ends those in flight with their results, `cleanup` and
+`shutdown` release everything. Otherwise it configures and activates itself at start (the default).
+
 The wiring only: parameters (parameters.py), admission and workers (scheduler.py), the request itself
 (pipeline.py), health (health.py) and diagnostics (diagnostics.py) live in their own ROS-free modules. Image
 callbacks only decimate, convert and buffer; service, action and timer callbacks only enqueue; every request
@@ -11,7 +16,6 @@ from __future__ import annotations
 import collections
 import itertools
 import math
-import re
 import signal
 import threading
 import time
@@ -22,22 +26,22 @@ from typing import Any
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
-from rclpy.action.server import ActionServer, CancelResponse, GoalResponse, ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.service import Service
 from rclpy.signals import SignalHandlerOptions
-from rclpy.task import Future
+from rclpy.subscription import Subscription
+from rclpy.timer import Timer
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.client import ReasonerClient
 from cosmos_reasoner_ros.core import Core
 from cosmos_reasoner_ros.diagnostics import (
-    CameraStats,
     LastRequest,
     ProblemLog,
     StatusReport,
@@ -46,14 +50,10 @@ from cosmos_reasoner_ros.diagnostics import (
     server_status,
 )
 from cosmos_reasoner_ros.errors import (
-    FrameError,
-    FrameTooLarge,
-    ImplausibleStamp,
-    NonColourImage,
     TaskError,
 )
 from cosmos_reasoner_ros.health import HealthMonitor
-from cosmos_reasoner_ros.image_conversion import Frame, message_stamp_ns, message_to_array
+from cosmos_reasoner_ros.ingest import CameraIngest
 from cosmos_reasoner_ros.outputs import ResultOutputs
 from cosmos_reasoner_ros.parameters import (
     CAMERA_PARAMETERS,
@@ -62,7 +62,9 @@ from cosmos_reasoner_ros.parameters import (
     ConfigError,
     NodeConfig,
 )
-from cosmos_reasoner_ros.pipeline import STAGES, Outcome, RequestSpec
+from cosmos_reasoner_ros.pipeline import Outcome, RequestSpec
+from cosmos_reasoner_ros.reason_action import ReasonActionServer
+from cosmos_reasoner_ros.request_checks import instruction_problem, request_problem
 from cosmos_reasoner_ros.ros_conversion import (
     diagnostic_array,
     diagnostic_status,
@@ -86,28 +88,34 @@ def shorten(text: str, limit: int = 80) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
-class ReasonerNode(Node):
+class ReasonerNode(LifecycleNodeMixin, Node):
     def __init__(self, node_name: str = "reasoner_node", **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
-        # What destroy_node() touches exists before anything can fail: a half-built node shuts down cleanly.
+        Node.__init__(self, node_name, **kwargs)
+        # What shutdown() touches exists before anything can fail: a half-built node shuts down cleanly.
         self._shutting_down = False
         self._scheduler: RequestScheduler | None = None
         self._health: HealthMonitor | None = None
-        self._action: ActionServer[Any, Any, Any] | None = None
+        self._action: ReasonActionServer | None = None
+        self._inputs: list[Any] = []  # subscriptions, service, timers created at activate
+        self._config_error: ConfigError | None = None
         try:
             self.config = cfg = self._declare_and_read()
-            self._configure(cfg)
         except Exception:
-            self.shutdown()
-            super().destroy_node()  # the half-built node must not outlive the failed start
+            Node.destroy_node(self)  # the half-built node must not outlive the failed start
             raise
-        self._create_interfaces(cfg)
-        self._health_monitor().start()
-        self.get_logger().info(
-            f"ready: cameras {', '.join(c.name + '<-' + c.topic for c in cfg.cameras)}; "
-            f"server {cfg.server_url}; "
-            f"task {cfg.task}; timer {cfg.trigger_period_s or 'off'}; media {cfg.media_dir}"
-        )
+        # The lifecycle services exist only for a managed node: a plain one looks as it always did.
+        LifecycleNodeMixin.__init__(self, enable_communication_interface=cfg.lifecycle)
+        if cfg.lifecycle:
+            self.get_logger().info("managed node: waiting for configure (ros2 lifecycle set ... configure)")
+            return
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            error = self._config_error or ConfigError("configuration failed (see the log)")
+            Node.destroy_node(self)
+            raise error
+        if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+            self.shutdown()
+            Node.destroy_node(self)
+            raise ConfigError("activation failed (see the log)")
 
     # ------------------------------------------------------------------------------------- configuration
 
@@ -134,8 +142,91 @@ class ReasonerNode(Node):
             value = float(value)
         return list(value) if isinstance(default, list) else value
 
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self._configure(self.config)
+        except ConfigError as exc:
+            self._config_error = exc
+            if self.config.lifecycle:  # a plain node raises it from __init__ (main logs it once)
+                self.get_logger().error(str(exc))
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        cfg = self.config
+        if self._scheduler is None or self._scheduler.closed:
+            self._scheduler = self._new_scheduler()
+        health = self._health_monitor()
+        health.start()
+        if cfg.activate_wait_for_server_s > 0:
+            deadline = time.monotonic() + cfg.activate_wait_for_server_s
+            while not health.healthy and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not health.healthy:
+                self.get_logger().error(
+                    f"activate: server {cfg.server_url} not healthy within {cfg.activate_wait_for_server_s} s"
+                )
+                return TransitionCallbackReturn.FAILURE
+        self._create_inputs(cfg)
+        self.get_logger().info(
+            f"ready: cameras {', '.join(c.name + '<-' + c.topic for c in cfg.cameras)}; "
+            f"server {cfg.server_url}; "
+            f"task {cfg.task}; timer {cfg.trigger_period_s or 'off'}; media {cfg.media_dir}"
+        )
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """No new requests; those in flight end (cancelled) with their results published; inputs go away."""
+        for entity in self._inputs:
+            self._destroy_input(entity)
+        self._inputs.clear()
+        if self._scheduler is not None:
+            self._scheduler.shutdown(self.config.shutdown_timeout_s)
+        if self._action is not None:
+            self._action.destroy()
+            self._action = None
+        if self._health is not None:
+            self._health.stop()
+            self._health = None
+        for buffer in self.buffers.values():
+            buffer.clear()  # frames from before the pause would make the first clip after it a lie
+        self.get_logger().info("deactivated: not accepting requests")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.shutdown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _destroy_input(self, entity: Any) -> None:
+        if isinstance(entity, Subscription):
+            self.destroy_subscription(entity)
+        elif isinstance(entity, Service):
+            self.destroy_service(entity)
+        elif isinstance(entity, Timer):
+            self.destroy_timer(entity)
+
+    def _release(self) -> None:
+        """Everything configure built: the core (encoders, client), publishers."""
+        core: Core | None = self.__dict__.pop("core", None)
+        if core is not None:
+            core.close()
+        outputs: ResultOutputs | None = self.__dict__.pop("outputs", None)
+        if outputs is not None:
+            outputs.destroy()
+        diagnostics_pub = self.__dict__.pop("diagnostics_pub", None)
+        if diagnostics_pub is not None:
+            self.destroy_publisher(diagnostics_pub)
+
+    # ------------------------------------------------------------------------------------- configuration
+
     def _configure(self, cfg: NodeConfig) -> None:
-        """Validate everything and build the core; then the node's own bookkeeping and the scheduler."""
+        """Validate everything and build the core; the node's own bookkeeping; the output publishers."""
         self.core: Core = Core.build(cfg)
         core = self.core
         self.catalog, self.buffers, self.buffer, self.pipeline = (
@@ -153,15 +244,34 @@ class ReasonerNode(Node):
         self._lock = threading.Lock()
         self._instruction = cfg.instruction
         self._ids = itertools.count(1)
-        self._goal_jobs: dict[bytes, Job] = {}
-        self._stats = {c.name: CameraStats() for c in cfg.cameras}
-        self._frame_ids = {c.name: c.frame_id for c in cfg.cameras}
+        self.ingest = {
+            c.name: CameraIngest(
+                c.name,
+                core.buffers[c.name],
+                self._problems,
+                use_receive_time=cfg.use_receive_time,
+                max_stamp_ahead_s=cfg.max_stamp_ahead_s,
+                max_pixels=cfg.max_pixels,
+                frame_id=c.frame_id,
+                pre_encoder=core.pre_encoder,
+                pre_encoding=self._pre_encoding,
+            )
+            for c in cfg.cameras
+        }
         self._last = LastRequest()
         self._last_trigger = -math.inf
         # (outcome without frames, time.monotonic() when its messages were published): request-path timings
         # for benchmarks and tests; bounded, and nothing in it pins frames or inline media.
         self.recent: collections.deque[tuple[Outcome, float]] = collections.deque(maxlen=100)
-        self._scheduler = RequestScheduler(
+        # Requests arrive in bursts (many clients at once): the queues must hold a burst, or DDS drops calls
+        # that then never get a reply; the result queue holds the burst of their results.
+        self._requests_qos = QoSProfile(depth=cfg.request_queue_depth, reliability=ReliabilityPolicy.RELIABLE)
+        self.outputs = ResultOutputs(self, cfg, self._problems, self._requests_qos)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+
+    def _new_scheduler(self) -> RequestScheduler:
+        cfg = self.config
+        return RequestScheduler(
             lambda job: self.pipeline.run(job.spec, on_progress=job.on_progress, cancel=job.cancel),
             self._deliver,
             max_in_flight=cfg.max_in_flight,
@@ -199,120 +309,69 @@ class ReasonerNode(Node):
 
     # ------------------------------------------------------------------------------------------ interfaces
 
-    def _create_interfaces(self, cfg: NodeConfig) -> None:
-        trigger_group = ReentrantCallbackGroup()
-        timer_group = MutuallyExclusiveCallbackGroup()
+    def _create_inputs(self, cfg: NodeConfig) -> None:
+        trigger_group, timer_group = ReentrantCallbackGroup(), MutuallyExclusiveCallbackGroup()
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        # Requests arrive in bursts (many clients at once): the queues must hold a burst, or DDS drops calls
-        # that then never get a reply; the result queue holds the burst of their results.
-        requests = QoSProfile(depth=cfg.request_queue_depth, reliability=ReliabilityPolicy.RELIABLE)
-        self.outputs = ResultOutputs(self, cfg, self._problems, requests)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-
+        requests = self._requests_qos
         image_qos = qos_profile_sensor_data if cfg.image_qos == "sensor_data" else reliable
+        subscriptions: list[tuple[Any, str, Callable[[Any], None], QoSProfile, Any]] = []
         for cam in cfg.cameras:
             group = MutuallyExclusiveCallbackGroup()  # one camera's callbacks stay ordered
             msg_type = CompressedImage if cam.compressed else Image
-            self.create_subscription(
-                msg_type, cam.topic, self._image_callback(cam.name), image_qos, callback_group=group
-            )
+            subscriptions.append((msg_type, cam.topic, self._on_image(cam.name), image_qos, group))
             if cam.depth_topic:
-                self.create_subscription(
-                    Image,
-                    cam.depth_topic,
-                    self.outputs.depth_callback(cam.name),
-                    image_qos,
-                    callback_group=group,
-                )
-                self.create_subscription(
-                    CameraInfo,
-                    cam.camera_info_topic,
-                    self.outputs.info_callback(cam.name),
-                    reliable,
-                    callback_group=group,
-                )
-        self.create_subscription(
-            String, "~/instruction", self._on_instruction, requests, callback_group=trigger_group
+                depth, info = self.outputs.depth_callback(cam.name), self.outputs.info_callback(cam.name)
+                subscriptions.append((Image, cam.depth_topic, depth, image_qos, group))
+                subscriptions.append((CameraInfo, cam.camera_info_topic, info, reliable, group))
+        subscriptions.append((String, "~/instruction", self._on_instruction, requests, trigger_group))
+        for msg_type, topic, callback, qos, group in subscriptions:
+            self._inputs.append(
+                self.create_subscription(msg_type, topic, callback, qos, callback_group=group)
+            )
+        self._inputs.append(
+            self.create_service(
+                Trigger, "~/trigger", self._on_trigger, qos_profile=requests, callback_group=trigger_group
+            )
         )
-        self.create_service(
-            Trigger, "~/trigger", self._on_trigger, qos_profile=requests, callback_group=trigger_group
-        )
-        self._action = ActionServer(
-            self,
-            Reason,
-            "~/reason",
-            execute_callback=self._execute_goal,
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,  # refusals come as results, with their reason
-            cancel_callback=self._cancel_goal,
-            callback_group=trigger_group,
-            goal_service_qos_profile=requests,
-            result_service_qos_profile=requests,
-            cancel_service_qos_profile=requests,
-        )
+        timers: list[tuple[float, Callable[[], None]]] = [
+            (cfg.diagnostics_period_s, self._publish_diagnostics)
+        ]
         if cfg.trigger_period_s > 0:
-            self.create_timer(cfg.trigger_period_s, self._on_timer, callback_group=timer_group)
-        self.create_timer(cfg.diagnostics_period_s, self._publish_diagnostics, callback_group=timer_group)
+            timers.append((cfg.trigger_period_s, self._on_timer))
+        for period, tick in timers:
+            self._inputs.append(self.create_timer(period, tick, callback_group=timer_group))
+        self._action = ReasonActionServer(
+            self,
+            lambda goal: self.new_spec(
+                goal.task, goal.instruction, goal.step, tuple(goal.cameras), float(goal.clip_seconds)
+            ),
+            lambda spec, progress, done, explicit: self.submit(spec, progress, done, explicit)[0],
+            lambda job: self.scheduler.cancel(job),
+            lambda outcome: result_msg(outcome, self._frame_id(outcome)),
+            cfg.feedback_rate_hz,
+            requests,
+            trigger_group,
+        )
 
     # ------------------------------------------------------------------------------------------ inputs
 
-    def _image_callback(self, camera: str) -> Callable[[Any], None]:
-        buffer, stats, cfg = self.buffers[camera], self._stats[camera], self.config
-        frame_id_override, pre_encoder = self._frame_ids[camera], self.core.pre_encoder
+    def _on_image(self, camera: str) -> Callable[[Any], None]:
+        ingest = self.ingest[camera]
 
         def on_image(msg: Any) -> None:
-            stats.received += 1
-            stats.last_receive = time.monotonic()
-            try:
-                now = self.get_clock().now().nanoseconds
-                stamp = message_stamp_ns(msg, now, cfg.use_receive_time, max_ahead_s=cfg.max_stamp_ahead_s)
-                if not buffer.wants(stamp):  # decimate before paying for decoding
-                    stats.skipped += 1
-                    return
-                # add() resizes or copies: no second copy here.
-                image = message_to_array(msg, copy=False, max_pixels=cfg.max_pixels, colour_only=True)
-                frame_id = frame_id_override or msg.header.frame_id
-                kept = buffer.add(Frame(camera=camera, stamp_ns=stamp, image=image, frame_id=frame_id))
-                if kept is None:
-                    stats.dropped += 1
-                    return
-                stats.added += 1
-                if pre_encoder is not None and self._pre_encoding():
-                    pre_encoder.submit(kept)
-                if not self._frame_ids[camera]:
-                    self._frame_ids[camera] = frame_id
-            except FrameError as exc:
-                stats.invalid += 1
-                stats.too_large += isinstance(exc, FrameTooLarge)
-                stats.bad_stamp += isinstance(exc, ImplausibleStamp)
-                stats.not_colour += isinstance(exc, NonColourImage)
-                stats.last_error = str(exc)
-                # Numbers vary between frames of one problem (sizes, stamps): one key per kind of message.
-                key = re.sub(r"\d+", "#", str(exc))
-                self._problems.report(f"frame:{camera}:{key}", f"camera {camera}: dropped a frame: {exc}")
-            except Exception as exc:  # a bug must not stop the camera stream
-                stats.invalid += 1
-                stats.last_error = f"{type(exc).__name__}: {exc}"
-                self._problems.report(f"frame-bug:{camera}:{type(exc).__name__}", f"camera {camera}: {exc!r}")
+            ingest(msg, self.get_clock().now().nanoseconds)
 
         return on_image
 
     def _on_instruction(self, msg: String) -> None:
         text = msg.data
-        problem = self._instruction_problem(text)
+        problem = instruction_problem(text, self.config.max_instruction_chars)
         if problem:
             self.get_logger().warning(f"instruction refused ({problem}): {shorten(text)}")
             return
         with self._lock:
             self._instruction = text
         self.get_logger().info(f"instruction set: {shorten(text)}")
-
-    def _instruction_problem(self, text: str) -> str:
-        if len(text) > self.config.max_instruction_chars:
-            limit = self.config.max_instruction_chars
-            return f"{len(text)} characters, more than max_instruction_chars ({limit})"
-        if "\x00" in text:
-            return "it contains a NUL character"
-        return ""
 
     # ---------------------------------------------------------------------------------------- triggers
 
@@ -336,35 +395,11 @@ class ReasonerNode(Node):
             trigger_time=time.monotonic(),
         )
 
-    def _spec_problem(self, spec: RequestSpec, explicit_instruction: bool) -> str:
-        """Why a request cannot be run as asked (an invalid_request result), or ''."""
-        cfg = self.config
-        unknown = [c for c in spec.cameras if c not in self.buffers]
-        if unknown:
-            return f"unknown cameras {unknown}; configured: {', '.join(self.buffers)}"
-        if not (math.isfinite(spec.clip_seconds) and 0 <= spec.clip_seconds <= cfg.buffer_seconds):
-            return (
-                f"clip_seconds must be 0 (the default) or up to buffer_seconds ({cfg.buffer_seconds}), "
-                f"got {spec.clip_seconds}"
-            )
-        if spec.task not in self.catalog:
-            return f"unknown task {spec.task!r}; known: {', '.join(self.catalog.names())}"
-        for name, text in (("instruction", spec.instruction), ("step", spec.step)):
-            problem = self._instruction_problem(text)
-            if problem:
-                return f"{name}: {problem}"
-        if explicit_instruction and spec.instruction and not self.catalog.spec(spec.task).placeholders:
-            return (
-                f"task {spec.task!r} takes no instruction (tasks that do: assisted_next_action, custom, ...)"
-            )
-        return ""
-
     def submit(
         self,
         spec: RequestSpec,
         on_progress: Callable[[str, str], None] | None = None,
         on_done: Callable[[Outcome], None] | None = None,
-        cancel: threading.Event | None = None,
         explicit_instruction: bool = False,
     ) -> tuple[Job, str]:
         """Queue one request (never blocks); its outcome is published exactly once. Returns the job and, when
@@ -376,9 +411,16 @@ class ReasonerNode(Node):
             group=group,
             on_progress=on_progress,
             on_done=on_done,
-            cancel=cancel or threading.Event(),
         )
-        problem = self._spec_problem(spec, explicit_instruction)
+        cfg = self.config
+        problem = request_problem(
+            spec,
+            self.buffers,
+            self.catalog,
+            cfg.buffer_seconds,
+            cfg.max_instruction_chars,
+            explicit_instruction,
+        )
         if problem:
             self.scheduler.fail(job, TaskError(problem))
             return job, problem
@@ -403,69 +445,11 @@ class ReasonerNode(Node):
     def _on_timer(self) -> None:
         self.submit(self.new_spec())
 
-    async def _execute_goal(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
-        goal = goal_handle.request
-        accepted = time.monotonic()
-        done: Future[Outcome] = Future(executor=self.executor)
-        # A done callback makes set_result (called on the delivery thread) wake the executor, which then
-        # resumes this coroutine; without one nothing would wake it.
-        done.add_done_callback(lambda _f: None)
-        min_gap = 1.0 / self.config.feedback_rate_hz
-        last_time, last_stage = 0.0, ""
-
-        def on_progress(stage: str, text: str) -> None:
-            nonlocal last_time, last_stage
-            now = time.monotonic()
-            if stage == last_stage == "streaming" and now - last_time < min_gap:
-                return  # throttle streamed text, never stage changes
-            last_time, last_stage = now, stage
-            feedback = Reason.Feedback(
-                stage=STAGES.index(stage), stage_name=stage, partial_text=text, elapsed_s=now - accepted
-            )
-            goal_handle.publish_feedback(feedback)
-
-        spec = self.new_spec(
-            goal.task, goal.instruction, goal.step, tuple(goal.cameras), float(goal.clip_seconds)
-        )
-        key = bytes(goal_handle.goal_id.uuid)
-        cancel = threading.Event()
-        job, _ = self.submit(
-            spec,
-            on_progress=on_progress,
-            on_done=done.set_result,
-            cancel=cancel,
-            explicit_instruction=bool(goal.instruction),
-        )
-        with self._lock:
-            self._goal_jobs[key] = job
-        if goal_handle.is_cancel_requested:  # a cancel that came before the job was registered
-            self.scheduler.cancel(job)
-        try:
-            outcome = await done
-        finally:
-            with self._lock:
-                self._goal_jobs.pop(key, None)
-        assert outcome is not None
-        result = Reason.Result(result=result_msg(outcome, self._frame_id(outcome)))
-        if outcome.error_kind == "cancelled" and goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        elif outcome.success:
-            goal_handle.succeed()
-        else:
-            goal_handle.abort()
-        return result
-
-    def _cancel_goal(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> CancelResponse:
-        with self._lock:
-            job = self._goal_jobs.get(bytes(goal_handle.goal_id.uuid))
-        if job is not None:
-            self.scheduler.cancel(job)
-        return CancelResponse.ACCEPT
-
     # ----------------------------------------------------------------------------------------- outputs
 
     def _frame_id(self, outcome: Outcome) -> str:
-        return self._frame_ids.get(outcome.answer_camera, "") if outcome.answer_camera else ""
+        ingest = self.ingest.get(outcome.answer_camera)
+        return ingest.frame_id if ingest is not None else ""
 
     def _deliver(self, job: Job, outcome: Outcome) -> None:
         """On the delivery thread, once per job: the result, then the extras of a success."""
@@ -515,7 +499,7 @@ class ReasonerNode(Node):
                 camera_status(
                     cam.name,
                     cam.topic,
-                    self._stats[cam.name],
+                    self.ingest[cam.name].stats,
                     self.buffers[cam.name].stats(),
                     now,
                     stale_after,
@@ -531,6 +515,8 @@ class ReasonerNode(Node):
         return diagnostic_array(statuses, self.get_clock().now().nanoseconds)
 
     def _publish_diagnostics(self) -> None:
+        if self._shutting_down:
+            return
         try:
             self.diagnostics_pub.publish(self.diagnostics())
         except Exception as exc:
@@ -554,9 +540,11 @@ class ReasonerNode(Node):
             self.get_logger().warning(f"shutdown: results still unpublished after {timeout:g} s")
         if self._health is not None:
             self._health.stop()
-        core: Core | None = getattr(self, "core", None)
+        # Encoding threads and the client: no request is left to use them. The publishers stay until the node
+        # is destroyed, so that a late trigger still gets its one (cancelled) result.
+        core: Core | None = self.__dict__.pop("core", None)
         if core is not None:
-            core.close()  # encoding threads and the client: no request is left to use them
+            core.close()
 
     @property
     def executor_threads(self) -> int:
@@ -571,7 +559,7 @@ class ReasonerNode(Node):
         if self._action is not None:
             self._action.destroy()
             self._action = None
-        super().destroy_node()
+        Node.destroy_node(self)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -64,6 +64,16 @@ class ResultOutputs:
         self.camera_info: dict[str, CameraInfo] = {}
         self.points_dropped = 0  # trajectory points without valid depth, over all requests
 
+    def destroy(self) -> None:
+        for publisher in (
+            self.result_pub,
+            self.next_action_pub,
+            self.annotated_pub,
+            self.markers_pub,
+            self.path_pub,
+        ):
+            self._node.destroy_publisher(publisher)
+
     # -- inputs of the 3D path -----------------------------------------------------------------------------
 
     def depth_callback(self, camera: str) -> Callable[[Image], None]:

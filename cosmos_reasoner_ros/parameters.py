@@ -90,6 +90,8 @@ class NodeConfig:
     depth_window_px: int
     workers: int
     shutdown_timeout_s: float
+    lifecycle: bool
+    activate_wait_for_server_s: float
 
     def camera(self, name: str) -> CameraConfig:
         return next(c for c in self.cameras if c.name == name)
@@ -158,7 +160,7 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
         "when busy: reject (a busy result) or replace (the newest trigger waits, older fail)",
     ),
     "request_queue_depth": (
-        100,
+        256,
         "[requests] depth of the ~/trigger, ~/reason and ~/instruction queues (holds a burst of calls)",
     ),
     "use_receive_time": (True, "use the receive time for images whose header.stamp is zero"),
@@ -172,6 +174,15 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "shutdown_timeout_s": (
         3.0,
         "[s] at shutdown, longest wait for cancelled requests to publish their results",
+    ),
+    "lifecycle": (
+        False,
+        "true: a managed node (ros2 lifecycle configure/activate/deactivate/cleanup/shutdown), started "
+        "unconfigured; false: configures and activates itself at start",
+    ),
+    "activate_wait_for_server_s": (
+        0.0,
+        "[s] managed node: activate waits this long for the server to be healthy, else fails; 0: no wait",
     ),
 }
 CAMERA_PARAMETERS: dict[str, tuple[Any, str]] = {
@@ -211,6 +222,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "depth_window_px": (0, 256),
     "workers": (0, 1024),
     "shutdown_timeout_s": (0.0, 60.0),
+    "activate_wait_for_server_s": (0.0, 3600.0),
 }
 MIN_TRIGGER_PERIOD_S = 0.05  # a timer faster than this only produces busy results
 _CHOICES: dict[str, tuple[str, ...]] = {

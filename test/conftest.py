@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from support import vllm_tier
 from support.paths import ROBOT_CLIP, SHARED_MEDIA, SHM_PROFILE
+from support.processes import TEST_DOMAINS
 
 from cosmos_reasoner_ros.bag.make import source_frames
 
@@ -21,17 +22,18 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # session (and every process it starts) uses the shipped shared-memory profile, whichever test runs first,
 # as a robot's image publishers and reasoner_node should.
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
-# Domain ids 1-100 only: higher ones put Fast DDS's ports in Linux's ephemeral range (32768-60999), where any
-# outgoing connection can take them. A new domain per test module: with localhost discovery, peers only try a
-# few participant indices, so participants left alive by one module could hide a new process from another.
-_DOMAINS = itertools.count(os.getpid() % 100)
+# Domain ids 1-80 only (81-100 are the benchmarks', see support.processes): higher ones put Fast DDS's ports
+# in Linux's ephemeral range (32768-60999), where any outgoing connection can take them. A new domain per
+# test module: with localhost discovery, peers only try a few participant indices, so participants left
+# alive by one module could hide a new process from another.
+_DOMAINS = itertools.count(os.getpid() % TEST_DOMAINS)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ros_domain() -> Iterator[str]:
     """This module's ROS_DOMAIN_ID (inherited by the processes its tests start)."""
     previous = os.environ.get("ROS_DOMAIN_ID")
-    domain = str(1 + next(_DOMAINS) % 100)
+    domain = str(1 + next(_DOMAINS) % TEST_DOMAINS)
     os.environ["ROS_DOMAIN_ID"] = domain
     yield domain
     if previous is None:

@@ -339,7 +339,7 @@ def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness
             bad.header.stamp = h.probe.get_clock().now().to_msg()
             bad_pub.publish(bad)
             time.sleep(0.025)
-        wait_until(lambda: h.node._stats["front"].invalid > 0, 10.0, "invalid frames counted")
+        wait_until(lambda: h.node.ingest["front"].stats.invalid > 0, 10.0, "invalid frames counted")
         added = h.frames_buffered()
         h.wait_frames(added + 2)
         camera_status = next(s for s in h.node.diagnostics().status if s.name.endswith("camera front"))
@@ -448,11 +448,20 @@ def test_main_exits_2_with_the_reason_on_bad_parameters(tmp_path: Path) -> None:
         f"media_dir:={tmp_path}",
         "-p",
         "clip_seconds:=4",
+        "-p",
+        "buffer_seconds:=.inf",
+        "-p",
+        "trigger_period_s:=0.000001",
     ]  # an integer for a float is accepted
     done = subprocess.run(cmd, env=ros_env(), capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "busy_policy: must be one of reject, replace, got 'sometimes'" in done.stdout + done.stderr
-    assert "clip_seconds" not in done.stdout + done.stderr
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert "busy_policy: must be one of reject, replace, got 'sometimes'" in output
+    assert "clip_seconds" not in output
+    # Before: OverflowError, then AttributeError in destroy_node of the half-built node, exit 1.
+    assert "buffer_seconds: must be a finite number, got inf" in output
+    assert "trigger_period_s: must be 0 (off) or at least 0.05 s" in output
+    assert "Traceback" not in output and "Error:" not in output.replace("ConfigError", "")
 
 
 def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:

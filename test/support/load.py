@@ -42,6 +42,18 @@ class NodeRun:
         with open(f"/proc/{self.pid}/statm") as f:
             return int(f.read().split()[1]) * _PAGE / 2**20
 
+    def memory_mb(self) -> dict[str, float]:
+        """RSS split as the kernel counts it: anonymous (the process's own heap and arrays), file-backed
+        (libraries) and shared memory (here: the Fast DDS shared-memory segments of the camera processes,
+        mapped to read their images: pages shared with those processes, not the node's own allocations)."""
+        values: dict[str, float] = {}
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                    values[key] = round(int(rest.split()[0]) / 1024, 1)
+        return values
+
     def cpu_s(self) -> float:
         with open(f"/proc/{self.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()

@@ -75,7 +75,7 @@ class Harness:
         return self.node.buffers[self.camera].stats().added
 
     def frames_received(self) -> int:
-        return self.node._stats[self.camera].received
+        return self.node.ingest[self.camera].stats.received
 
     def wait_frames(self, n: int, timeout_s: float = 30.0) -> None:
         wait_until(lambda: self.frames_buffered() >= n, timeout_s, f"{n} buffered frames")

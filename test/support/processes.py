@@ -10,6 +10,16 @@ from typing import Any
 
 from support.paths import ROOT, SHM_PROFILE, TEST_DIR
 
+# ROS domains: 1-100 only (higher ones put Fast DDS's ports into Linux's ephemeral range). Test modules take
+# 1-80, benchmarks 81-100, so that a benchmark running beside the tests never shares a domain with them.
+TEST_DOMAINS = 80
+BENCH_DOMAIN_BASE, BENCH_DOMAINS = 81, 20
+
+
+def bench_domain() -> str:
+    """A ROS_DOMAIN_ID for a benchmark process, outside the tests' range."""
+    return str(BENCH_DOMAIN_BASE + os.getpid() % BENCH_DOMAINS)
+
 
 def ros_env(**extra: str) -> dict[str, str]:
     """The environment of a ROS child process: this session's ROS_DOMAIN_ID and localhost discovery

@@ -1,0 +1,54 @@
+"""What a trigger or goal may ask, checked before it is queued, without ROS: known cameras and task, a
+clip length within the buffer, instructions within bounds. A refusal becomes an invalid_request result whose
+message says what to change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+
+from cosmos_reasoner_ros.pipeline import RequestSpec
+from cosmos_reasoner_ros.tasks import TaskCatalog
+
+__all__ = ["instruction_problem", "request_problem"]
+
+
+def instruction_problem(text: str, max_chars: int) -> str:
+    """Why an instruction (or step) text is refused, or ''. Nothing is shortened or cut silently: a ROS string
+    ends at a NUL, so one in the middle would send a different instruction than the caller wrote."""
+    if len(text) > max_chars:
+        return f"{len(text)} characters, more than max_instruction_chars ({max_chars})"
+    if "\x00" in text:
+        return "it contains a NUL character"
+    return ""
+
+
+def request_problem(
+    spec: RequestSpec,
+    cameras: Collection[str],
+    catalog: TaskCatalog,
+    buffer_seconds: float,
+    max_instruction_chars: int,
+    explicit_instruction: bool,
+) -> str:
+    """Why a request cannot run as asked, or ''. explicit_instruction: the caller gave the instruction itself
+    (a goal), not the node's default, so a task without a place for it is an error, not a silent drop."""
+    unknown = [c for c in spec.cameras if c not in cameras]
+    if unknown:
+        return f"unknown cameras {unknown}; configured: {', '.join(cameras)}"
+    if not (math.isfinite(spec.clip_seconds) and 0 <= spec.clip_seconds <= buffer_seconds):
+        return (
+            f"clip_seconds must be 0 (the default) or up to buffer_seconds ({buffer_seconds}), "
+            f"got {spec.clip_seconds}"
+        )
+    if spec.task not in catalog:
+        return f"unknown task {spec.task!r}; known: {', '.join(catalog.names())}"
+    for name, text in (("instruction", spec.instruction), ("step", spec.step)):
+        problem = instruction_problem(text, max_instruction_chars)
+        if problem:
+            return f"{name}: {problem}"
+    if explicit_instruction and spec.instruction and not catalog.spec(spec.task).placeholders:
+        takes = [n for n in catalog.names() if catalog.spec(n).placeholders]
+        return f"task {spec.task!r} takes no instruction (tasks that take one: {', '.join(takes)})"
+    return ""

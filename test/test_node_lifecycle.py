@@ -1,0 +1,173 @@
+"""reasoner_node as a managed (lifecycle) node, driven through its lifecycle services as `ros2 lifecycle set`
+does: what exists in each state, a failing configure, requests in flight at deactivate, and the plain node
+(the default) without lifecycle services."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.camera_publisher import camera_process
+from support.load import NodeRun, Probe, node_process
+from support.processes import wait_until
+from support.scripted_server import ScriptedReply, ScriptedServer
+
+rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
+from lifecycle_msgs.msg import State, Transition  # noqa: E402
+from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+TOPIC = "/lc_cam/image_raw"
+
+
+def unique_name() -> str:
+    # Absence is checked below (no trigger service while inactive): a name no earlier process used keeps
+    # discovery's memory of other runs out of the answer.
+    return f"reasoner_{uuid.uuid4().hex[:8]}"
+
+
+class Lifecycle:
+    def __init__(self, probe: Probe, name: str) -> None:
+        self.probe, self.node = probe, f"/{name}"
+        self.change = probe.node.create_client(ChangeState, f"{self.node}/change_state")
+        self.get = probe.node.create_client(GetState, f"{self.node}/get_state")
+        assert self.change.wait_for_service(timeout_sec=30) and self.get.wait_for_service(timeout_sec=30)
+
+    def state(self) -> str:
+        return str(self.get.call(GetState.Request(), timeout_sec=10).current_state.label)
+
+    def set(self, transition: int) -> bool:
+        request = ChangeState.Request(transition=Transition(id=transition))
+        return bool(self.change.call(request, timeout_sec=30).success)
+
+    def serves(self, service: str) -> bool:
+        # count_services counts servers only (the graph's service names include clients, such as the probe's)
+        return self.probe.node.count_services(service) > 0
+
+    def publishes(self, topic: str) -> bool:
+        return self.probe.node.count_publishers(topic) > 0
+
+
+@pytest.fixture
+def managed(tmp_path: Path) -> Iterator[tuple[NodeRun, Probe, ScriptedServer, str]]:
+    name = unique_name()
+    with (
+        ScriptedServer(default=ScriptedReply(text="ok", delay_s=0.3)) as server,
+        camera_process(TOPIC, 320, 240, rate=10.0),
+    ):
+        params: dict[str, Any] = {
+            "lifecycle": True,
+            "cameras": ["front"],
+            "camera": {"front": {"topic": TOPIC}},
+            "server_url": server.base_url,
+            "media_dir": str(tmp_path / "media"),
+            "clip_seconds": 1.0,
+            "max_retries": 0,
+            "task": "next_action",
+            "activate_wait_for_server_s": 10.0,
+        }
+        with node_process(params, tmp_path, name) as node:
+            probe = Probe(name)
+            try:
+                yield node, probe, server, name
+            finally:
+                probe.close()
+
+
+def test_every_transition_and_what_is_active_in_each_state(managed: Any) -> None:
+    node, probe, server, name = managed
+    lc = Lifecycle(probe, name)
+    node_path = f"/{name}"
+    assert lc.state() == "unconfigured"
+    assert not lc.serves(f"{node_path}/trigger") and not lc.publishes(f"{node_path}/result")
+
+    assert lc.set(Transition.TRANSITION_CONFIGURE) and lc.state() == "inactive"
+    wait_until(lambda: lc.publishes(f"{node_path}/result"), 10, "the result publisher after configure")
+    assert not lc.serves(f"{node_path}/trigger")  # nothing is accepted while inactive
+
+    assert lc.set(Transition.TRANSITION_ACTIVATE) and lc.state() == "active"
+    probe.wait_ready()
+    wait_until(lambda: probe.frames_buffered() > 2, 30, "frames after activate")
+    reply = probe.trigger.call(probe.Trigger.Request(), timeout_sec=20)
+    rid = reply.message.split()[0]
+    wait_until(lambda: probe.results[rid], 20, "the result while active")
+    assert probe.kinds[rid] == "success"
+
+    # A request in flight at deactivate ends with its (cancelled) result; then nothing is accepted.
+    server.default = ScriptedReply(text="late", delay_s=30.0)
+    reply = probe.trigger.call(probe.Trigger.Request(), timeout_sec=20)
+    in_flight = reply.message.split()[0]
+    assert server.wait_requests(2, 20)
+    assert lc.set(Transition.TRANSITION_DEACTIVATE) and lc.state() == "inactive"
+    wait_until(lambda: probe.results[in_flight], 10, "the in-flight request's result")
+    assert probe.kinds[in_flight] == "cancelled" and probe.results[in_flight] == 1
+    wait_until(lambda: not lc.serves(f"{node_path}/trigger"), 10, "the trigger service gone")
+
+    # Activate again: the same node serves again.
+    server.default = ScriptedReply(text="again", delay_s=0.1)
+    assert lc.set(Transition.TRANSITION_ACTIVATE) and lc.state() == "active"
+    assert probe.trigger.wait_for_service(timeout_sec=20)
+    wait_until(lambda: probe.frames_buffered() > 2, 30, "frames after the second activate")
+    rid = probe.trigger.call(probe.Trigger.Request(), timeout_sec=20).message.split()[0]
+    wait_until(lambda: probe.results[rid], 20, "a result after re-activation")
+
+    assert lc.set(Transition.TRANSITION_DEACTIVATE)
+    assert lc.set(Transition.TRANSITION_CLEANUP) and lc.state() == "unconfigured"
+    wait_until(lambda: not lc.publishes(f"{node_path}/result"), 10, "the result publisher gone after cleanup")
+    assert lc.set(Transition.TRANSITION_UNCONFIGURED_SHUTDOWN) and lc.state() == "finalized"
+    assert node.proc.poll() is None  # the process stays up until it is told to exit, as managed nodes do
+    code, took = node.stop()
+    assert code == 0 and took < 5, node.output()[-2000:]
+
+
+def test_a_failing_configure_leaves_the_node_unconfigured_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    params = {"lifecycle": True, "media_dir": str(tmp_path / "file"), "server_url": "http://127.0.0.1:9/v1"}
+    name = unique_name()
+    with node_process(params, tmp_path, name) as node:
+        probe = Probe(name)
+        try:
+            lc = Lifecycle(probe, name)
+            assert not lc.set(Transition.TRANSITION_CONFIGURE)
+            assert lc.state() == "unconfigured"
+            wait_until(lambda: "media_dir" in node.output(), 10, "the reason in the log")
+            assert node.proc.poll() is None
+        finally:
+            probe.close()
+
+
+def test_activate_fails_without_a_healthy_server_when_asked_to_wait(tmp_path: Path) -> None:
+    params = {
+        "lifecycle": True,
+        "media_dir": str(tmp_path / "media"),
+        "server_url": "http://127.0.0.1:9/v1",
+        "activate_wait_for_server_s": 1.0,
+    }
+    name = unique_name()
+    with node_process(params, tmp_path, name) as node:
+        probe = Probe(name)
+        try:
+            lc = Lifecycle(probe, name)
+            assert lc.set(Transition.TRANSITION_CONFIGURE)
+            assert not lc.set(Transition.TRANSITION_ACTIVATE) and lc.state() == "inactive"
+            assert "not healthy within 1.0 s" in node.output()
+        finally:
+            probe.close()
+
+
+def test_the_plain_node_has_no_lifecycle_services(tmp_path: Path) -> None:
+    params = {"media_dir": str(tmp_path / "media"), "server_url": "http://127.0.0.1:9/v1"}
+    name = unique_name()
+    with node_process(params, tmp_path, name):
+        probe = Probe(name)
+        try:
+            assert probe.trigger.wait_for_service(timeout_sec=30)
+            assert probe.node.count_services(f"/{name}/trigger") == 1
+            assert probe.node.count_services(f"/{name}/change_state") == 0
+        finally:
+            probe.close()
+    assert State.PRIMARY_STATE_ACTIVE == 3  # the state the plain node is in, without a way to ask
