@@ -24,13 +24,15 @@ def test_a_good_request_passes() -> None:
 
 @pytest.mark.parametrize("seconds", [math.inf, math.nan, -1.0, 31.0])
 def test_clip_seconds_must_be_finite_and_within_the_buffer(seconds: float) -> None:
-    assert "clip_seconds must be 0 (the default) or up to buffer_seconds (30.0)" in problem(clip_seconds=seconds)
+    said = problem(clip_seconds=seconds)
+    assert "clip_seconds must be 0 (the default) or up to buffer_seconds (30.0)" in said
 
 
 def test_cameras_task_and_instruction() -> None:
     assert "unknown cameras ['rear']" in problem(cameras=("rear",))
     assert "unknown task 'fly'" in problem(task="fly")
-    assert "instruction: 5000 characters, more than max_instruction_chars (2000)" in problem(instruction="y" * 5000)
+    long = problem(instruction="y" * 5000)
+    assert "instruction: 5000 characters, more than max_instruction_chars (2000)" in long
     assert "step: it contains a NUL" in problem(task="assisted_next_action", instruction="t", step="a\x00b")
     said = problem(task="next_action", instruction="open the drawer")
     assert "task 'next_action' takes no instruction" in said and "assisted_next_action" in said
