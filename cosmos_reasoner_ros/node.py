@@ -54,6 +54,7 @@ from cosmos_reasoner_ros.errors import (
 )
 from cosmos_reasoner_ros.health import HealthMonitor
 from cosmos_reasoner_ros.ingest import CameraIngest
+from cosmos_reasoner_ros.malloc_tuning import tune_malloc
 from cosmos_reasoner_ros.outputs import ResultOutputs
 from cosmos_reasoner_ros.parameters import (
     CAMERA_PARAMETERS,
@@ -565,6 +566,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 def main(args: list[str] | None = None) -> int:
     # rclpy's own signal handler would shut the context down at once, and results of requests in flight
     # could no longer be published: this process handles SIGINT and SIGTERM itself and shuts down in order.
+    tune_malloc()  # before any thread exists: frames must not fragment the heap (see malloc_tuning)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
