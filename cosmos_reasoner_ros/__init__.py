@@ -6,8 +6,11 @@ and the message conversion wire them to ROS 2.
 
 from pkgutil import extend_path
 
-# In a development tree the generated messages (cosmos_reasoner_ros.msg / .action) live in the colcon install
-# tree while the sources live here: let the package span both. On a robot both are in one directory.
+# On a robot (colcon build, install) the modules and the generated messages (.msg, .action) are one directory
+# and this adds nothing. In a development checkout, ./run builds the messages only (CMake option
+# COSMOS_REASONER_INSTALL_PYTHON=OFF) and puts the checkout first on PYTHONPATH: this package then spans the
+# checkout's modules and the install tree's generated messages, and no installed copy of a module can shadow
+# (or go stale behind) the checkout's. test_packaging checks both.
 __path__ = extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
