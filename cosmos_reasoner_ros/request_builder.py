@@ -99,12 +99,19 @@ def user_text(task: RenderedTask) -> str:
     return f"{task.prompt}\n\n{reasoning_suffix(task.reasoning_format)}"
 
 
-def media_part(ref: MediaRef) -> dict[str, Any]:
+def media_part(ref: MediaRef, uuid: str = "") -> dict[str, Any]:
+    """One content part. `uuid`: vLLM's multimodal identifier of this media item (vLLM >= 0.10.2; every
+    release 0.19-0.34 takes it): requests naming the same uuid share the server's processed media (processor
+    cache) and the prompt prefix it starts (prefix cache). It must name this content and no other."""
     if ref.kind == "video":
-        return {"type": "video_url", "video_url": {"url": ref.url}}
-    if ref.kind == "image":
-        return {"type": "image_url", "image_url": {"url": ref.url}}
-    raise TaskError(f"media kind must be video or image, got {ref.kind!r}")
+        part: dict[str, Any] = {"type": "video_url", "video_url": {"url": ref.url}}
+    elif ref.kind == "image":
+        part = {"type": "image_url", "image_url": {"url": ref.url}}
+    else:
+        raise TaskError(f"media kind must be video or image, got {ref.kind!r}")
+    if uuid:
+        part["uuid"] = uuid
+    return part
 
 
 def clip_fps(media: Sequence[MediaRef]) -> float | None:
@@ -134,8 +141,18 @@ def video_kwargs(settings: RequestSettings, fps: float | None = None) -> dict[st
     return {}
 
 
-def build_request(task: RenderedTask, media: Sequence[MediaRef], settings: RequestSettings) -> ChatRequest:
-    content: list[dict[str, Any]] = [media_part(ref) for ref in media]
+def build_request(
+    task: RenderedTask,
+    media: Sequence[MediaRef],
+    settings: RequestSettings,
+    media_uuids: Sequence[str] = (),
+) -> ChatRequest:
+    """The chat request of one task. `media_uuids`: one identifier per media item (see media_part), or none."""
+    if media_uuids and len(media_uuids) != len(media):
+        raise TaskError(f"{len(media_uuids)} media uuids for {len(media)} media items")
+    content: list[dict[str, Any]] = [
+        media_part(ref, media_uuids[i] if media_uuids else "") for i, ref in enumerate(media)
+    ]
     content.append({"type": "text", "text": user_text(task)})
     messages: list[dict[str, Any]] = []
     if settings.system_prompt:

@@ -198,3 +198,25 @@ def test_the_server_receives_extra_body_at_the_top_level(catalog: TaskCatalog) -
     )  # the task's override, the default profile
     assert body["messages"] == request.messages
     assert "extra_body" not in body
+
+
+def test_media_uuids_name_each_media_item(catalog: TaskCatalog) -> None:
+    """vLLM's multimodal uuid: several questions about one clip name the same media, so the server's processor
+    and prefix caches can serve the later ones; without uuids the parts are as before."""
+    media = [_ref("video", "a.mp4"), _ref("image", "b.jpg")]
+    task = catalog.render("next_action")
+    request = build_request(task, media, RequestSettings(), media_uuids=["clip-1/video/a", "clip-1/image/b"])
+    parts = request.messages[-1]["content"]
+    assert parts[0] == {
+        "type": "video_url",
+        "video_url": {"url": "file:///media/a.mp4"},
+        "uuid": "clip-1/video/a",
+    }
+    assert parts[1]["uuid"] == "clip-1/image/b" and "uuid" not in parts[2]
+    plain = build_request(task, media, RequestSettings()).messages[-1]["content"]
+    assert all("uuid" not in p for p in plain)
+    with pytest.raises(TaskError, match="1 media uuids for 2 media items"):
+        build_request(task, media, RequestSettings(), media_uuids=["only-one"])
+    with ScriptedServer() as server, ReasonerClient(ClientSettings(base_url=server.base_url)) as client:
+        client.complete(request, stream=False)
+    assert server.requests[0]["messages"][-1]["content"][0]["uuid"] == "clip-1/video/a"  # reaches the server
