@@ -14,7 +14,7 @@ from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, PACKAGE, config
 
 NODE_EXECUTABLE = "reasoner_node"
 NODE_NAME = "reasoner_node"  # the top-level key of config/reasoner.yaml
-SUPERVISOR_MODULE = "cosmos_reasoner_ros.server_supervisor"
+SUPERVISOR_MODULE = "cosmos_reasoner_ros.server"
 MODES = ("plugin", "native", "qwen3vl")
 # The supervisor stops vLLM within stop_grace_s (20 s by default); launch must not SIGKILL it before that.
 SUPERVISOR_SIGTERM_TIMEOUT_S = 30.0

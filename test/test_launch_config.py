@@ -17,7 +17,7 @@ def supervisor_settings(plan: lc.LaunchPlan) -> ServerSettings:
     """What the supervisor process of a plan would run with: its argv parsed by the supervisor itself."""
     assert plan.supervisor is not None
     cmd = list(plan.supervisor.cmd)
-    assert cmd[:3] == [sys.executable, "-m", "cosmos_reasoner_ros.server_supervisor"]
+    assert cmd[:3] == [sys.executable, "-m", "cosmos_reasoner_ros.server"]
     return cli.settings_from_args(cli.parse_args(cmd[3:]))
 
 

@@ -76,7 +76,7 @@ def test_launch_file_declares_the_arguments_and_both_processes() -> None:
     nodes = [p for p in processes if isinstance(p, Node)]
     assert len(server) == 1 and len(nodes) == 1
     cmd = [c.perform(context) if hasattr(c, "perform") else str(c) for part in server[0].cmd for c in part]
-    assert "cosmos_reasoner_ros.server_supervisor" in cmd and "8100" in cmd
+    assert "cosmos_reasoner_ros.server" in cmd and "8100" in cmd
     assert nodes[0].node_package == "cosmos_reasoner_ros" and nodes[0].node_executable == "reasoner_node"
 
 

@@ -935,7 +935,7 @@ def test_the_old_module_path_still_runs_the_command_line() -> None:
         [
             sys.executable,
             "-m",
-            "cosmos_reasoner_ros.server_supervisor",
+            "cosmos_reasoner_ros.server",
             "--print-command",
             "--vllm-version",
             "0.21.0",

@@ -108,7 +108,7 @@ def gpu_server(
     """`cosmos-reasoner-server` with config/server.yaml for a real model on this machine's GPU."""
     ready = work_dir / "ready.json"
     ready.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "cosmos_reasoner_ros.server_supervisor", "--model", model, "--mode", mode]
+    cmd = [sys.executable, "-m", "cosmos_reasoner_ros.server", "--model", model, "--mode", mode]
     cmd += ["--media-dir", str(media_dir), "--ready-file", str(ready)]
     if gpus:
         cmd += ["--gpus", gpus]

@@ -228,7 +228,7 @@ class SupervisedServer:
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "cosmos_reasoner_ros.server_supervisor", "--config", str(config)],
+                [sys.executable, "-m", "cosmos_reasoner_ros.server", "--config", str(config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
