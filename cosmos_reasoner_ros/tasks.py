@@ -7,6 +7,7 @@ never reaches the server.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import string
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ _TASK_FIELDS = {
     "defaults",
     "description",
     "priority",
+    "plain_profile",
 }
 _REQUIRED_TASK_FIELDS = ("template", "media", "reasoning", "answer_kind", "profile")
 
@@ -65,6 +67,9 @@ class TaskSpec:
     defaults: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     priority: int = 0  # vLLM's request priority: lower is served first (with scheduling_policy: priority)
+    # The sampling of a request that turns reasoning off (a fast answer): plain_profile with this task's
+    # max_tokens; the task's own sampling when the task does not reason.
+    plain_sampling: SamplingProfile | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,13 @@ class TaskCatalog:
             return self.tasks[task]
         except KeyError:
             raise TaskError(f"unknown task {task!r}; known tasks: {', '.join(self.tasks)}") from None
+
+    def render_without_reasoning(self, task: str, /, **values: str) -> RenderedTask:
+        """As render(), for a fast answer: no reasoning suffix, and the task's non-reasoning sampling profile
+        (plain_profile). A task that does not reason renders as with render()."""
+        rendered = self.render(task, **values)
+        plain = self.spec(task).plain_sampling or rendered.sampling
+        return dataclasses.replace(rendered, reasoning=False, sampling=plain)
 
     def render(self, task: str, /, **values: str) -> RenderedTask:
         """Fill the task's template. Values the template does not use are ignored; a placeholder with neither
@@ -302,19 +314,20 @@ def _task(name: str, raw: Mapping[str, Any], profiles: Mapping[str, SamplingProf
     profile_name = raw["profile"]
     if profile_name not in profiles:
         raise TaskError(f"{at}: unknown profile {profile_name!r}; known: {', '.join(profiles)}")
-    sampling = profiles[profile_name]
+    # Reasoning turned off: the plain profile named, else the catalog's `default` (the cookbook's numbers
+    # without reasoning) for a task that reasons; a task that does not reason keeps its own.
+    plain_name = raw.get("plain_profile")
+    if plain_name is None:
+        plain_name = "default" if raw["reasoning"] and "default" in profiles else profile_name
+    if plain_name not in profiles:
+        raise TaskError(f"{at}: unknown plain_profile {plain_name!r}; known: {', '.join(profiles)}")
+    sampling, plain_sampling = profiles[profile_name], profiles[plain_name]
     if raw.get("max_tokens") is not None:
         max_tokens = _integer(raw["max_tokens"], f"{at}: max_tokens")
         if max_tokens < 1:
             raise TaskError(f"{at}: max_tokens must be >= 1")
-        sampling = SamplingProfile(
-            sampling.temperature,
-            sampling.top_p,
-            sampling.top_k,
-            sampling.repetition_penalty,
-            sampling.presence_penalty,
-            max_tokens,
-        )
+        sampling = dataclasses.replace(sampling, max_tokens=max_tokens)
+        plain_sampling = dataclasses.replace(plain_sampling, max_tokens=max_tokens)
     schema = raw.get("json_schema")
     if schema is not None and not isinstance(schema, dict):
         raise TaskError(f"{at}: json_schema must be a mapping (a JSON schema)")
@@ -347,4 +360,5 @@ def _task(name: str, raw: Mapping[str, Any], profiles: Mapping[str, SamplingProf
         defaults={str(k): str(v) for k, v in defaults.items()},
         description=str(description),
         priority=priority,
+        plain_sampling=plain_sampling,
     )

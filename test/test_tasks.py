@@ -329,3 +329,31 @@ def test_any_template_loads_or_fails_with_a_task_error(template: str, value: str
         return
     prompt = catalog.render("t", **dict.fromkeys(names, value)).prompt
     assert prompt == template.format(**dict.fromkeys(names, value)).strip()
+
+
+def test_reasoning_turned_off_uses_the_plain_prompt_and_profile(catalog: TaskCatalog, tmp_path: Path) -> None:
+    """A fast answer: no reasoning suffix and the cookbook's non-reasoning sampling, with the task's max_tokens;
+    a task that does not reason is unchanged; a task may name its own plain profile."""
+    reasoning = catalog.render("trajectory", task="pick up the cup")
+    fast = catalog.render_without_reasoning("trajectory", task="pick up the cup")
+    assert reasoning.reasoning and not fast.reasoning
+    assert fast.prompt == reasoning.prompt and fast.priority == reasoning.priority
+    assert reasoning.sampling == catalog.profiles["reasoning"]
+    assert fast.sampling == catalog.profiles["default"]  # temperature 0.7, top_p 0.8, presence 1.5
+    capped = catalog.render_without_reasoning("grounding_2d", object="the cup")
+    assert capped == catalog.render("grounding_2d", object="the cup")  # reasons not: nothing changes
+    own = _write(
+        tmp_path / "p.yaml",
+        {
+            "profiles": {"quick": {**PROFILE, "temperature": 0.1}},
+            "tasks": {"next_action": {"plain_profile": "quick", "max_tokens": 77}},
+        },
+    )
+    mine = TaskCatalog.load(own)
+    assert mine.render_without_reasoning("next_action").sampling == SamplingProfile(
+        0.1, 0.8, 20, 1.0, 1.5, 77
+    )
+    assert mine.render("next_action").sampling.max_tokens == 77
+    bad = _write(tmp_path / "q.yaml", {"tasks": {"next_action": {"plain_profile": "turbo"}}})
+    with pytest.raises(TaskError, match="unknown plain_profile 'turbo'"):
+        TaskCatalog.load(bad)
