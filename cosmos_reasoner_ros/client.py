@@ -81,6 +81,9 @@ class Completion:
     ttft_s: float  # 0.0 when not streamed
     finish_reason: str
     attempts: int = 1
+    # Prompt tokens the server served from its prefix cache (usage.prompt_tokens_details.cached_tokens: vLLM
+    # reports it with --enable-prompt-tokens-details); 0 when not reported.
+    cached_tokens: int = 0
 
 
 class _RetryableError(Exception):
@@ -278,6 +281,7 @@ class _Accumulator:
         self.reasoning: list[str] = []
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cached_tokens = 0
         self.finish_reason: str | None = None
         self.ttft_s = 0.0
         self.started = False
@@ -291,6 +295,7 @@ class _Accumulator:
         if usage is not None:
             self.prompt_tokens = int(usage.prompt_tokens or 0)
             self.completion_tokens = int(usage.completion_tokens or 0)
+            self.cached_tokens = _cached_tokens(usage)
         grew = False
         for choice in getattr(chunk, "choices", None) or []:
             self.choices_seen = True
@@ -336,6 +341,7 @@ class _Accumulator:
             latency_s=latency_s,
             ttft_s=self.ttft_s,
             finish_reason=self.finish_reason,
+            cached_tokens=self.cached_tokens,
         )
 
     def from_response(self, response: Any, latency_s: float) -> Completion:
@@ -359,7 +365,14 @@ class _Accumulator:
             latency_s=latency_s,
             ttft_s=0.0,
             finish_reason=str(choice.finish_reason or ""),
+            cached_tokens=_cached_tokens(usage) if usage else 0,
         )
+
+
+def _cached_tokens(usage: Any) -> int:
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return int(cached) if isinstance(cached, int) and cached > 0 else 0
 
 
 def _reasoning_of(message: Any) -> str | None:

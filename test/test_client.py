@@ -622,3 +622,15 @@ def test_real_vllm_cancellation_mid_generation(vllm_server, robot_clip: Path) ->
             TaskCatalog.load().render("image_caption"), [image], RequestSettings(max_tokens=4)
         )
         assert client.complete(short).completion_tokens <= 4
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "unstreamed"])
+def test_cached_prompt_tokens_when_the_server_reports_them(stream: bool) -> None:
+    """vLLM with --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens, the prompt tokens
+    its prefix cache served; 0 when the server sends no details."""
+    replies = [ScriptedReply(text=ANSWER, prompt_tokens=900, cached_tokens=848), ScriptedReply(text=ANSWER)]
+    with ScriptedServer(replies) as server, _client(server) as client:
+        cached = client.complete(REQUEST, stream=stream)
+        plain = client.complete(REQUEST, stream=stream)
+    assert (cached.prompt_tokens, cached.cached_tokens) == (900, 848)
+    assert (plain.prompt_tokens, plain.cached_tokens) == (100, 0)

@@ -46,6 +46,8 @@ class ScriptedReply:
     chunks: int = 0  # number of streamed content pieces; 0 = one per word
     drop_after_chunks: int = 0  # > 0: close the socket after this many streamed text chunks
     stream_error: str = ""  # sent as an error event in the stream after the text, like vLLM on a failure
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (None: no details, as vLLM
+    # without --enable-prompt-tokens-details)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScriptedReply:
@@ -305,13 +307,16 @@ def _error_body(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
-def _usage(reply: ScriptedReply) -> dict[str, int]:
+def _usage(reply: ScriptedReply) -> dict[str, Any]:
     completion = len(split_text(reply.text, reply.chunks)) + len(split_text(reply.reasoning or ""))
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": reply.prompt_tokens + completion,
     }
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
 
 
 def _completion_body(reply: ScriptedReply, model: str) -> dict[str, Any]:
