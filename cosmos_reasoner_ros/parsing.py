@@ -65,6 +65,7 @@ class Point2D:
     y_norm: float  # 0-1000 from the top
     x: float | None = None  # pixels of the source image; None when its size is unknown
     y: float | None = None
+    clamped: bool = False  # the model answered a coordinate outside 0-1000 (off the image); it was clamped
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class Box2D:
     y1: float | None = None
     x2: float | None = None
     y2: float | None = None
+    clamped: bool = False  # a corner was answered outside 0-1000 (partly off the image) and clamped
 
 
 @dataclass(frozen=True)
@@ -388,6 +390,11 @@ def _norm(value: Any, what: str, raw: str) -> float:
     return min(max(number, 0.0), NORM_MAX)
 
 
+def _off_image(*values: Any) -> bool:
+    """Any of the answered (already validated) coordinates outside 0-1000: clamping moved it."""
+    return any(not 0.0 <= (_number(v) or 0.0) <= NORM_MAX for v in values)
+
+
 def _pixel(norm: float, extent: int) -> float:
     return norm / NORM_MAX * extent
 
@@ -427,7 +434,7 @@ def _trajectories(values: list[Any], size: tuple[int, int] | None, raw: str) -> 
         x_norm, y_norm = _norm(vx, "x", raw), _norm(vy, "y", raw)
         x = _pixel(x_norm, size[0]) if size else None
         y = _pixel(y_norm, size[1]) if size else None
-        order.setdefault(label, []).append(Point2D(label, x_norm, y_norm, x, y))
+        order.setdefault(label, []).append(Point2D(label, x_norm, y_norm, x, y, _off_image(vx, vy)))
     return tuple(Trajectory(label, tuple(points)) for label, points in order.items())
 
 
@@ -470,13 +477,13 @@ def _boxes(values: list[Any], size: tuple[int, int] | None, raw: str) -> tuple[B
         y1, y2 = min(b, d), max(b, d)
         if x1 == x2 or y1 == y2:
             raise ParseError(f"box {quad!r} has no area", raw=raw)
+        clamped = _off_image(*quad)
         if size:
             w, h = size
-            boxes.append(
-                Box2D(label, x1, y1, x2, y2, _pixel(x1, w), _pixel(y1, h), _pixel(x2, w), _pixel(y2, h))
-            )
+            px = (_pixel(x1, w), _pixel(y1, h), _pixel(x2, w), _pixel(y2, h))
+            boxes.append(Box2D(label, x1, y1, x2, y2, *px, clamped=clamped))
         else:
-            boxes.append(Box2D(label, x1, y1, x2, y2))
+            boxes.append(Box2D(label, x1, y1, x2, y2, clamped=clamped))
     return tuple(boxes)
 
 

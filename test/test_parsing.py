@@ -228,8 +228,11 @@ def test_point_list_inside_one_item_and_bare_pairs() -> None:
 
 
 def test_points_clamped_to_the_image() -> None:
-    parsed = parse_answer('[{"point_2d": [-20, 1200]}]', "points", width=640, height=480)
-    assert [(p.x_norm, p.y_norm, p.x, p.y) for p in parsed.points] == [(0.0, 1000.0, 0.0, 480.0)]
+    parsed = parse_answer(
+        '[{"point_2d": [-20, 1200]}, {"point_2d": [0, 1000]}]', "points", width=640, height=480
+    )
+    assert [(p.x_norm, p.y_norm, p.x, p.y) for p in parsed.points] == [(0.0, 1000.0, 0.0, 480.0)] * 2
+    assert [p.clamped for p in parsed.points] == [True, False]  # off the image, then on its edge
 
 
 @pytest.mark.parametrize(
@@ -278,7 +281,8 @@ def test_box_variants(answer: str) -> None:
 
 def test_boxes_clamped_and_degenerate_rejected() -> None:
     (box,) = parse_answer('[{"bbox_2d": [-50, 900, 500, 1100]}]', "boxes", 100, 100).boxes
-    assert (box.x1, box.y1, box.x2, box.y2) == (0.0, 90.0, 50.0, 100.0)
+    assert (box.x1, box.y1, box.x2, box.y2) == (0.0, 90.0, 50.0, 100.0) and box.clamped
+    assert not parse_answer('[{"bbox_2d": [0, 900, 500, 1000]}]', "boxes", 100, 100).boxes[0].clamped
     with pytest.raises(ParseError, match="no area"):
         parse_answer('[{"bbox_2d": [100, 100, 100, 400]}]', "boxes")
     with pytest.raises(ParseError, match="no area"):
