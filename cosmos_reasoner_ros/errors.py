@@ -1,8 +1,8 @@
 """The errors a request can end in: each type says what went wrong and is one ReasonerResult.error_kind (the
 kinds are documented once, as the ERROR_* constants of msg/ReasonerResult.msg).
 
-Only these become results. Invalid settings (constructor arguments, parameters) raise ValueError, which the node
-reports as parameters.ConfigError before it starts; the tools have their own errors (bag.errors.BagError,
+Only these become results. Invalid settings (constructor arguments, parameters) raise ValueError, which the
+node reports as parameters.ConfigError before it starts; the tools have their own errors (bag.errors.BagError,
 server.errors.SupervisorError) that they turn into exit codes.
 """
 

@@ -56,6 +56,12 @@ ARGUMENTS = (
         "--limit-mm-per-prompt (one video or image per camera)",
     ),
     LaunchArgument(
+        "lifecycle",
+        "false",
+        "true: reasoner_node is a managed (lifecycle) node, started unconfigured for a lifecycle manager or "
+        "`ros2 lifecycle set`; false: it configures and activates itself",
+    ),
+    LaunchArgument(
         "vllm_version",
         "",
         "vLLM version the server command is built for; empty: the one in server_config (auto)",
@@ -86,6 +92,7 @@ class NodeSpec:
     name: str
     params_file: str
     overrides: dict[str, Any] = field(default_factory=dict)
+    lifecycle: bool = False  # start it as a launch_ros LifecycleNode (a managed node)
 
     @property
     def parameters(self) -> list[str | dict[str, Any]]:
@@ -124,6 +131,7 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
         raise LaunchArgumentError(f"unknown launch arguments: {', '.join(unknown)}")
     args = {a.name: str(values.get(a.name, a.default)).strip() for a in ARGUMENTS}
     start_server = _bool("start_server", args["start_server"])
+    lifecycle = _bool("lifecycle", args["lifecycle"])
     port = _positive_int("port", args["port"])
     if port > 65535:
         raise LaunchArgumentError(f"port: must be <= 65535, got {port}")
@@ -165,11 +173,14 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
         overrides["media_dir"] = args["media_dir"]
     if cameras:
         overrides["cameras"] = cameras
+    if lifecycle:
+        overrides["lifecycle"] = True
     node = NodeSpec(
         package=PACKAGE,
         executable=NODE_EXECUTABLE,
         name=NODE_NAME,
         params_file=args["params_file"] or str(config_file("reasoner.yaml")),
         overrides=overrides,
+        lifecycle=lifecycle,
     )
     return LaunchPlan(supervisor=supervisor, node=node)

@@ -2,13 +2,14 @@
 
   ros2 launch cosmos_reasoner_ros reasoner.launch.py model:=nvidia/Cosmos3-Nano gpus:=0
   ros2 launch cosmos_reasoner_ros reasoner.launch.py start_server:=false server_url:=http://gpu-host:8000/v1
+  ros2 launch cosmos_reasoner_ros reasoner.launch.py lifecycle:=true   # a managed node (lifecycle manager)
 Arguments and their resolution live in cosmos_reasoner_ros/launch_config.py (tested without launch).
 """
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
 
 from cosmos_reasoner_ros import launch_config
 
@@ -27,11 +28,13 @@ def _processes(context, *args, **kwargs):
                 sigterm_timeout=str(plan.supervisor.sigterm_timeout_s),
             )
         )
+    node = LifecycleNode if plan.node.lifecycle else Node
     actions.append(
-        Node(
+        node(
             package=plan.node.package,
             executable=plan.node.executable,
             name=plan.node.name,
+            namespace="",
             parameters=plan.node.parameters,
             output="screen",
         )

@@ -123,3 +123,11 @@ def test_every_argument_is_described_and_unique() -> None:
         "params_file",
         "cameras",
     }
+
+
+def test_lifecycle_argument_starts_a_managed_node() -> None:
+    assert not lc.plan({}).node.lifecycle
+    managed = lc.plan({"lifecycle": "true"}).node
+    assert managed.lifecycle and managed.overrides["lifecycle"] is True
+    with pytest.raises(lc.LaunchArgumentError, match="lifecycle: expected true or false"):
+        lc.plan({"lifecycle": "maybe"})

@@ -71,6 +71,14 @@ def test_reasoner_launch_against_the_scripted_server(tmp_path: Path) -> None:
 
 
 @needs_launch
+def test_a_managed_node_walks_every_transition_with_ros2_lifecycle(tmp_path: Path) -> None:
+    run = _run(HERE / "lifecycle_launch.py", tmp_path, timeout_s=300)
+    _assert_cases_passed(
+        run, {"test_walk_every_transition", "test_every_process_exited_cleanly", "test_no_traceback"}
+    )
+
+
+@needs_launch
 def test_a_bad_parameter_stops_the_node_and_launch_reports_its_death(tmp_path: Path) -> None:
     run = _run(HERE / "bad_parameter_launch.py", tmp_path, timeout_s=120)
     _assert_cases_passed(

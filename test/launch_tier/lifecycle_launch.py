@@ -1,0 +1,149 @@
+"""launch_testing: `reasoner.launch.py lifecycle:=true start_server:=false` against the scripted server,
+driven with `ros2 lifecycle` as an operator (or a lifecycle manager) would.
+
+Walked: unconfigured -> configure -> inactive -> activate -> active (a ~/trigger call gets its result) ->
+deactivate -> inactive (no ~/trigger) -> cleanup -> unconfigured -> shutdown -> finalized; `ros2 lifecycle
+get` after each step, and what is served in each state. After shutdown every process exited cleanly.
+
+  ./run exec python -m launch_testing.launch_test test/launch_tier/lifecycle_launch.py
+(test/launch_tier/test_launch_tier.py runs it in the test suite.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+import unittest
+from pathlib import Path
+from typing import Any
+
+import launch_testing
+import launch_testing.actions
+import launch_testing.asserts
+import rclpy
+from cosmos_reasoner_ros.msg import ReasonerResult
+from launch import LaunchDescription
+from launch.actions import ExecuteProcess, IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from std_srvs.srv import Trigger
+from support import launch_tools
+from support.processes import module_cmd
+from support.vllm_tier import free_port
+
+NODE = "/reasoner_node"
+CAMERA_TOPIC = "/camera/image_raw"  # the camera of config/reasoner.yaml
+_WORK = tempfile.TemporaryDirectory(prefix="crr-lifecycle-")
+
+
+def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
+    port = free_port()
+    server = ExecuteProcess(
+        cmd=module_cmd("support.scripted_server", "--port", str(port)),
+        name="scripted_server",
+        output="screen",
+    )
+    camera = ExecuteProcess(
+        cmd=module_cmd(
+            "support.camera_publisher", "--topic", CAMERA_TOPIC, "--width", "320", "--height", "240"
+        ),
+        name="camera",
+        output="screen",
+    )
+    reasoner = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(str(launch_tools.reasoner_launch_file())),
+        launch_arguments={
+            "lifecycle": "true",
+            "start_server": "false",
+            "server_url": f"http://127.0.0.1:{port}/v1",
+            "media_dir": str(Path(_WORK.name) / "media"),
+        }.items(),
+    )
+    return LaunchDescription([server, camera, reasoner, launch_testing.actions.ReadyToTest()]), {}
+
+
+def lifecycle(*args: str) -> str:
+    """`ros2 lifecycle ARGS --no-daemon`, retried: a fresh CLI process may not have discovered the node."""
+    deadline = time.monotonic() + 30.0
+    while True:
+        done = subprocess.run(
+            launch_tools.ros2("lifecycle", *args, "--no-daemon"), capture_output=True, text=True, timeout=60
+        )
+        if done.returncode == 0 and "not found" not in done.stdout + done.stderr:
+            return done.stdout
+        if time.monotonic() > deadline:
+            raise AssertionError(f"ros2 lifecycle {' '.join(args)}: {done.stdout}{done.stderr}")
+        time.sleep(0.5)
+
+
+class TestTransitions(unittest.TestCase):
+    def setUp(self) -> None:
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("lifecycle_probe", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+
+    def tearDown(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+    def wait(self, predicate: Any, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                self.fail(f"timed out after {timeout_s} s waiting for {what}")
+            self.executor.spin_once(timeout_sec=0.1)
+
+    def state(self) -> str:
+        return lifecycle("get", NODE).split()[0]
+
+    def serves_trigger(self) -> bool:
+        return self.node.count_services(f"{NODE}/trigger") > 0
+
+    def test_walk_every_transition(self) -> None:
+        self.wait(lambda: self.node.count_services(f"{NODE}/get_state") > 0, 60, "the lifecycle services")
+        self.assertEqual(self.state(), "unconfigured")
+        self.assertFalse(self.serves_trigger())
+
+        lifecycle("set", NODE, "configure")
+        self.assertEqual(self.state(), "inactive")
+        self.wait(lambda: self.node.count_publishers(f"{NODE}/result") > 0, 20, "the result publisher")
+        self.assertFalse(self.serves_trigger())
+
+        lifecycle("set", NODE, "activate")
+        self.assertEqual(self.state(), "active")
+        results: list[ReasonerResult] = []
+        qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)
+        self.node.create_subscription(ReasonerResult, f"{NODE}/result", results.append, qos)
+        client = self.node.create_client(Trigger, f"{NODE}/trigger")
+        self.assertTrue(client.wait_for_service(timeout_sec=30))
+        time.sleep(3.0)  # frames from the camera at the activated subscription
+        future = client.call_async(Trigger.Request())
+        self.wait(future.done, 30, "the trigger reply")
+        request_id = future.result().message.split()[0]
+        self.wait(lambda: any(r.request_id == request_id for r in results), 60, "the result while active")
+
+        lifecycle("set", NODE, "deactivate")
+        self.assertEqual(self.state(), "inactive")
+        self.wait(lambda: not self.serves_trigger(), 20, "the trigger service gone")
+
+        lifecycle("set", NODE, "cleanup")
+        self.assertEqual(self.state(), "unconfigured")
+        self.wait(lambda: self.node.count_publishers(f"{NODE}/result") == 0, 20, "the publishers gone")
+
+        lifecycle("set", NODE, "shutdown")
+        self.assertEqual(self.state(), "finalized")
+
+
+@launch_testing.post_shutdown_test()
+class TestShutdown(unittest.TestCase):
+    def test_every_process_exited_cleanly(self, proc_info: Any) -> None:
+        launch_testing.asserts.assertExitCodes(proc_info)
+
+    def test_no_traceback(self, proc_output: Any) -> None:
+        text = "\n".join(o.text.decode(errors="replace") for o in proc_output)
+        self.assertNotIn("Traceback", text)
