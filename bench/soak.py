@@ -124,15 +124,27 @@ def main() -> None:
             "growth_after_warmup_mb": 10,
         },
     }
-    figures["met"] = (
-        missing == 0
-        and figures["duplicate_results"] == 0
-        and figures["rss_max_mb"] <= bound_mb + 150
-        and figures["rss_growth_after_warmup_mb"] <= 10
+    # RSS also counts pages the node shares: libraries, and the cameras' Fast DDS shared-memory segments it
+    # maps to read their images (up to segment_size per publisher, as the publishers cycle through them).
+    # The node's own memory is the anonymous part.
+    own = [b["RssAnon"] for b in breakdown if b["t"] >= args.warmup_s] or [breakdown[-1]["RssAnon"]]
+    figures["own_memory_after_warmup_mb"] = own[0]
+    figures["own_memory_max_mb"] = max(b["RssAnon"] for b in breakdown)
+    figures["own_memory_growth_after_warmup_mb"] = round(breakdown[-1]["RssAnon"] - own[0], 1)
+    figures["shared_memory_end_mb"] = breakdown[-1]["RssShmem"]
+    figures["libraries_mb"] = breakdown[-1]["RssFile"]
+    counted = missing == 0 and figures["duplicate_results"] == 0
+    figures["met_on_rss"] = (
+        counted and figures["rss_max_mb"] <= bound_mb + 150 and figures["rss_growth_after_warmup_mb"] <= 10
+    )
+    figures["met_on_own_memory"] = (
+        counted
+        and figures["own_memory_max_mb"] <= bound_mb + 150
+        and figures["own_memory_growth_after_warmup_mb"] <= 10
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps(figures))
+    print(json.dumps({k: v for k, v in figures.items() if k not in ("rss_samples", "memory_breakdown_mb")}))
 
 
 if __name__ == "__main__":
