@@ -147,7 +147,7 @@ def build_request(
     settings: RequestSettings,
     media_uuids: Sequence[str] = (),
 ) -> ChatRequest:
-    """The chat request of one task. `media_uuids`: one identifier per media item (see media_part), or none."""
+    """The chat request of one task; `media_uuids`: one per media item (see media_part), or none."""
     if media_uuids and len(media_uuids) != len(media):
         raise TaskError(f"{len(media_uuids)} media uuids for {len(media)} media items")
     content: list[dict[str, Any]] = [

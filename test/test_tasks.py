@@ -332,8 +332,8 @@ def test_any_template_loads_or_fails_with_a_task_error(template: str, value: str
 
 
 def test_reasoning_turned_off_uses_the_plain_prompt_and_profile(catalog: TaskCatalog, tmp_path: Path) -> None:
-    """A fast answer: no reasoning suffix and the cookbook's non-reasoning sampling, with the task's max_tokens;
-    a task that does not reason is unchanged; a task may name its own plain profile."""
+    """A fast answer: no reasoning suffix and the cookbook's non-reasoning sampling, with the task's
+    max_tokens; a task that does not reason is unchanged; a task may name its own plain profile."""
     reasoning = catalog.render("trajectory", task="pick up the cup")
     fast = catalog.render_without_reasoning("trajectory", task="pick up the cup")
     assert reasoning.reasoning and not fast.reasoning
