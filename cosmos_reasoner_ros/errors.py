@@ -118,6 +118,11 @@ class RequestTimeout(ReasonerError):
     kind = "timeout"
 
 
+class DeadlineExceeded(RequestTimeout):
+    """The request's deadline (a goal's deadline_s, the node's trigger_deadline_s) passed before it ended: it
+    was cancelled (a streamed answer at the server too), with what it had done so far."""
+
+
 class RequestCancelled(ReasonerError):
     """The request was cancelled by the caller while in flight."""
 
@@ -144,3 +149,10 @@ class BusyError(ReasonerError):
     """Too many requests in flight for this camera group; the trigger was rejected."""
 
     kind = "busy"
+
+
+class StaleResult(ReasonerError):
+    """The answer arrived, but it was older than its max_result_age_s when published (from the clip's end): it
+    is published with this kind, its answer and parts kept, and forwarded nowhere else."""
+
+    kind = "stale"

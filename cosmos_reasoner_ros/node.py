@@ -5,10 +5,12 @@ the parameters and builds the core, `activate` starts subscriptions, triggers, t
 server), `deactivate` stops accepting requests and ends those in flight with their results, `cleanup` and
 `shutdown` release everything. Otherwise it configures and activates itself at start (the default).
 
-The wiring only: parameters (parameters.py), admission and workers (scheduler.py), the request itself
-(pipeline.py), health (health.py) and diagnostics (diagnostics.py) live in their own ROS-free modules. Image
-callbacks only decimate, convert and buffer; service, action and timer callbacks only enqueue; every request
-ends in exactly one ReasonerResult, published on the scheduler's delivery thread, also at shutdown.
+The wiring only: parameters (parameters.py), admission, deadlines and workers (scheduler.py), the request
+itself (pipeline.py), the checks before publishing (result_checks.py), health (health.py) and diagnostics
+(diagnostics.py) live in their own ROS-free modules. Image callbacks only decimate, convert and buffer;
+service, action and timer callbacks only enqueue; every request ends in exactly one ReasonerResult, published
+on the scheduler's delivery thread, also at shutdown. A trigger may ask several tasks of one clip (one
+request, and one result, each).
 """
 
 from __future__ import annotations
@@ -63,9 +65,9 @@ from cosmos_reasoner_ros.parameters import (
     ConfigError,
     NodeConfig,
 )
-from cosmos_reasoner_ros.pipeline import Outcome, RequestSpec
+from cosmos_reasoner_ros.pipeline import Outcome, ProgressCallback, RequestSpec
 from cosmos_reasoner_ros.reason_action import ReasonActionServer
-from cosmos_reasoner_ros.request_checks import instruction_problem, request_problem
+from cosmos_reasoner_ros.request_checks import RequestGroup, group_problem, instruction_problem
 from cosmos_reasoner_ros.ros_conversion import (
     diagnostic_array,
     diagnostic_status,
@@ -273,11 +275,14 @@ class ReasonerNode(LifecycleNodeMixin, Node):
     def _new_scheduler(self) -> RequestScheduler:
         cfg = self.config
         return RequestScheduler(
-            lambda job: self.pipeline.run(job.spec, on_progress=job.on_progress, cancel=job.cancel),
+            lambda job, report: self.pipeline.run_clip(
+                job.specs, on_progress=job.on_progress, cancel=job.cancel, on_outcome=report
+            ),
             self._deliver,
             max_in_flight=cfg.max_in_flight,
             busy_policy=cfg.busy_policy,
             workers=cfg.workers or len(cfg.cameras) * cfg.max_in_flight + 1,
+            finalize=self._finalize,
         )
 
     @property
@@ -343,10 +348,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             self._inputs.append(self.create_timer(period, tick, callback_group=timer_group))
         self._action = ReasonActionServer(
             self,
-            lambda goal: self.new_spec(
-                goal.task, goal.instruction, goal.step, tuple(goal.cameras), float(goal.clip_seconds)
-            ),
-            lambda spec, progress, done, explicit: self.submit(spec, progress, done, explicit)[0],
+            self.goal_group,
+            lambda group, progress, done: self.submit(group, progress, done)[0],
             lambda job: self.scheduler.cancel(job),
             lambda outcome: result_msg(outcome, self._frame_id(outcome)),
             cfg.feedback_rate_hz,
@@ -376,51 +379,121 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     # ---------------------------------------------------------------------------------------- triggers
 
-    def new_spec(
+    def new_group(
         self,
-        task: str = "",
+        tasks: tuple[str, ...] = (),
         instruction: str = "",
         step: str = "",
         cameras: tuple[str, ...] = (),
         clip_seconds: float = 0.0,
-    ) -> RequestSpec:
+        *,
+        instructions: tuple[str, ...] = (),
+        deadline_s: float = 0.0,
+        reasoning: bool = True,
+        max_result_age_s: float = 0.0,
+        explicit_instruction: bool = False,
+    ) -> RequestGroup:
+        """The requests of one trigger or goal about one clip: one per task (empty: the default task), sharing
+        the cameras, window, trigger time, deadline and a clip id. max_result_age_s: 0 the node's parameter,
+        negative no limit. One task takes the instruction as before; several share it among those tasks that
+        take one (or each gets its own from `instructions`)."""
+        cfg, catalog = self.config, self.catalog
         with self._lock:
             default_instruction = self._instruction
-        return RequestSpec(
-            request_id=f"{self.get_name()}-{next(self._ids)}-{uuid.uuid4().hex[:8]}",
-            task=task or self.config.task,
-            instruction=instruction or default_instruction,
-            step=step,
-            cameras=cameras,
-            clip_seconds=clip_seconds,
-            trigger_time=time.monotonic(),
+        names = tasks or (cfg.task,)
+        base = f"{self.get_name()}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        if max_result_age_s == 0:
+            max_result_age_s = cfg.max_result_age_s
+        elif max_result_age_s < 0:
+            max_result_age_s = 0.0  # this goal wants no limit
+        shared = instruction or default_instruction
+        problem = ""
+        if instructions and len(instructions) != len(names):
+            problem = f"{len(instructions)} instructions for {len(names)} tasks (one per task, or none)"
+
+        def takes_one(name: str) -> bool:
+            return name in catalog and bool(catalog.spec(name).placeholders)
+
+        specs: list[RequestSpec] = []
+        explicit: list[bool] = []
+        for i, name in enumerate(names):
+            own = instructions[i] if i < len(instructions) else ""
+            if own:
+                text, given = own, True
+            elif len(names) == 1:
+                text, given = shared, explicit_instruction
+            else:  # the shared instruction goes to the tasks that have a place for it
+                text, given = (shared, explicit_instruction) if takes_one(name) else ("", False)
+            specs.append(
+                RequestSpec(
+                    request_id=base if len(names) == 1 else f"{base}-{i + 1}",
+                    task=name,
+                    instruction=text,
+                    step=step,
+                    cameras=cameras,
+                    clip_seconds=clip_seconds,
+                    trigger_time=time.monotonic(),
+                    trigger_ns=self.get_clock().now().nanoseconds,
+                    clip_id=base,
+                    reasoning=reasoning,
+                    deadline_s=deadline_s,
+                    max_result_age_s=max_result_age_s,
+                )
+            )
+            explicit.append(given)
+        left = [n for i, n in enumerate(names) if not (i < len(instructions) and instructions[i])]
+        if len(names) > 1 and explicit_instruction and instruction and not any(map(takes_one, left)):
+            problem = problem or f"none of the tasks {list(left)} takes an instruction"
+        return RequestGroup(tuple(specs), tuple(explicit), problem)
+
+    def goal_group(self, goal: Any) -> RequestGroup:
+        """The requests a Reason goal asks for."""
+        if goal.task and goal.tasks:
+            names: tuple[str, ...] = ()
+            problem = "set task or tasks, not both"
+        else:
+            names, problem = tuple(goal.tasks) or ((goal.task,) if goal.task else ()), ""
+        group = self.new_group(
+            names,
+            goal.instruction,
+            goal.step,
+            tuple(goal.cameras),
+            float(goal.clip_seconds),
+            instructions=tuple(goal.instructions),
+            deadline_s=float(goal.deadline_s),
+            reasoning=not goal.reasoning_off,
+            max_result_age_s=float(goal.max_result_age_s),
+            explicit_instruction=bool(goal.instruction),
+        )
+        return RequestGroup(group.specs, group.explicit_instruction, problem or group.problem)
+
+    def trigger_group(self) -> RequestGroup:
+        """The requests of a ~/trigger call or a timer tick: trigger_tasks with the trigger_* settings."""
+        cfg = self.config
+        return self.new_group(
+            cfg.trigger_task_names(), deadline_s=cfg.trigger_deadline_s, reasoning=cfg.trigger_reasoning
         )
 
     def submit(
         self,
-        spec: RequestSpec,
-        on_progress: Callable[[str, str], None] | None = None,
-        on_done: Callable[[Outcome], None] | None = None,
-        explicit_instruction: bool = False,
+        group: RequestGroup,
+        on_progress: ProgressCallback | None = None,
+        on_done: Callable[[tuple[Outcome, ...]], None] | None = None,
     ) -> tuple[Job, str]:
-        """Queue one request (never blocks); its outcome is published exactly once. Returns the job and, when
-        it was not admitted, the reason."""
+        """Queue the requests of one trigger (never blocks); each outcome is published exactly once. Returns
+        the job and, when it was not admitted, the reason."""
         self._last_trigger = time.monotonic()
-        group = tuple(sorted(spec.cameras or (c.name for c in self.config.cameras)))
+        first = group.specs[0]
         job = Job(
-            spec=spec,
-            group=group,
+            spec=first,
+            group=tuple(sorted(first.cameras or (c.name for c in self.config.cameras))),
             on_progress=on_progress,
             on_done=on_done,
+            more=group.specs[1:],
         )
         cfg = self.config
-        problem = request_problem(
-            spec,
-            self.buffers,
-            self.catalog,
-            cfg.buffer_seconds,
-            cfg.max_instruction_chars,
-            explicit_instruction,
+        problem = group_problem(
+            group, self.buffers, self.catalog, cfg.buffer_seconds, cfg.max_instruction_chars
         )
         if problem:
             self.scheduler.fail(job, TaskError(problem))
@@ -437,20 +510,28 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         )
 
     def _on_trigger(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        job, refused = self.submit(self.new_spec())
+        job, refused = self.submit(self.trigger_group())
         response.success = not refused
-        # The request id first, so a caller can match the ~/result; a refusal says why after it.
-        response.message = job.spec.request_id + (f" rejected: {refused}" if refused else "")
+        # The request ids first (one per task, space-separated), so a caller can match each ~/result; a
+        # refusal says why after them.
+        response.message = " ".join(s.request_id for s in job.specs) + (
+            f" rejected: {refused}" if refused else ""
+        )
         return response
 
     def _on_timer(self) -> None:
-        self.submit(self.new_spec())
+        self.submit(self.trigger_group())
 
     # ----------------------------------------------------------------------------------------- outputs
 
     def _frame_id(self, outcome: Outcome) -> str:
         ingest = self.ingest.get(outcome.answer_camera)
         return ingest.frame_id if ingest is not None else ""
+
+    def _finalize(self, job: Job, outcome: Outcome) -> Outcome:
+        """Just before publication, on the delivery thread: the outcome's age (and staleness) now, and the
+        geometric checks of its answer (with the 3D paths they are about)."""
+        return self.outputs.prepare(outcome, self.get_clock().now().nanoseconds)
 
     def _deliver(self, job: Job, outcome: Outcome) -> None:
         """On the delivery thread, once per job: the result, then the extras of a success."""

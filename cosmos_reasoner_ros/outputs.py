@@ -1,12 +1,18 @@
 """What reasoner_node publishes for each outcome: the ReasonerResult, and for a success the answer text, the
 annotated image and, with depth, the trajectory as a 3D nav_msgs/Path and markers.
 
+Before publishing (`prepare`): the outcome's age at publication (a success older than its limit becomes a
+stale result, which is published on ~/result only), the geometric checks of its answer, and the 3D paths,
+published only when the checks named by publish_checks passed. Paths and markers are stamped with the clip's
+end, the time of the observation, so that tf2 users can transform them to the present.
+
 Also holds what the 3D path needs of the inputs: the recent depth images (bounded, decoded only when a
 trajectory needs one) and the CameraInfo of each camera with depth.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +30,8 @@ from cosmos_reasoner_ros.image_conversion import message_to_array
 from cosmos_reasoner_ros.msg import ReasonerResult
 from cosmos_reasoner_ros.parameters import NodeConfig
 from cosmos_reasoner_ros.pipeline import Outcome
-from cosmos_reasoner_ros.projection import DepthHistory, Intrinsics, project_trajectories
+from cosmos_reasoner_ros.projection import DepthHistory, Intrinsics, ProjectedPath, project_trajectories
+from cosmos_reasoner_ros.result_checks import checks_pass, depth_checks, image_checks
 from cosmos_reasoner_ros.ros_conversion import (
     image_msg,
     path_markers,
@@ -98,8 +105,68 @@ class ResultOutputs:
 
     # -- outputs -------------------------------------------------------------------------------------------
 
+    def prepare(self, outcome: Outcome, now_ns: int) -> Outcome:
+        """The outcome as it will be published at now_ns: its age and staleness, the geometric checks of its
+        answer and, with depth, its 3D paths (published later only when the required checks passed)."""
+        out = outcome.published(now_ns)
+        parsed = out.parsed
+        if parsed is None:
+            return out
+        checks = list(image_checks(parsed, out.image_width, out.image_height))
+        paths: tuple[tuple[str, tuple[tuple[float, float, float], ...]], ...] = ()
+        frame_id = ""
+        if parsed.trajectories and out.answer_camera in self.depth:
+            projected = self._project(out)
+            if projected is not None:
+                frame_id, by_label = projected
+                checks.extend(depth_checks(by_label, self._cfg.min_depth_fraction, self._cfg.max_step_m))
+                paths = tuple((label, path.points) for label, path in by_label)
+        return dataclasses.replace(
+            out,
+            checks=tuple(checks),
+            checks_passed=checks_pass(checks, self._cfg.publish_checks),
+            paths_3d=paths,
+            paths_frame_id=frame_id,
+        )
+
+    def _project(self, outcome: Outcome) -> tuple[str, list[tuple[str, ProjectedPath]]] | None:
+        """The answer's trajectories back-projected with the depth closest to the clip's end, in the camera's
+        optical frame; None (and a problem logged) without depth, camera info or a usable projection."""
+        camera, parsed = outcome.answer_camera, outcome.parsed
+        info = self.camera_info.get(camera)
+        nearest = self.depth[camera].nearest(outcome.clip_end_ns)
+        if info is None or nearest is None or parsed is None:
+            self._problems.report(f"depth:{camera}:missing", f"camera {camera}: no depth or camera info yet")
+            return None
+        depth_msg: Any = nearest[1]
+        try:
+            depth = message_to_array(depth_msg, max_pixels=self._cfg.max_pixels)
+            intrinsics = Intrinsics.from_k(list(info.k), info.width, info.height)
+            projected = project_trajectories(
+                parsed.trajectories,
+                (outcome.image_width, outcome.image_height),
+                depth,
+                intrinsics,
+                self._cfg.depth_window_px,
+            )
+        except Exception as exc:  # a broken depth image or camera info must not cost the result
+            self._problems.report(
+                f"depth:{camera}:{type(exc).__name__}", f"camera {camera}: no 3D path: {exc!r}"
+            )
+            return None
+        frame_id = self._cfg.camera(camera).frame_id or info.header.frame_id or depth_msg.header.frame_id
+        dropped = sum(path.dropped for _, path in projected)
+        if dropped:
+            self.points_dropped += dropped  # only the delivery thread writes it
+            self._problems.report(
+                f"depth:{camera}:dropped",
+                f"camera {camera}: dropped {dropped} trajectory point(s) without valid depth",
+            )
+        return frame_id, projected
+
     def publish(self, outcome: Outcome, frame_id: str) -> None:
-        """The result (always), then the extras of a success; a failing extra never stops the others."""
+        """The result (always), then the extras of a success (not of a stale one); a failing extra never stops
+        the others. 3D paths only when the required checks passed."""
         try:
             self.result_pub.publish(result_msg(outcome, frame_id))
         except Exception as exc:
@@ -112,9 +179,16 @@ class ResultOutputs:
             ("next_action", lambda: self.next_action_pub.publish(String(data=ros_string(outcome.answer)))),
             ("annotated_image", lambda: self._publish_annotated(outcome, frame_id)),
         ]
-        parsed = outcome.parsed
-        if parsed is not None and parsed.trajectories and outcome.answer_camera in self.depth:
-            steps.append(("trajectory", lambda: self._publish_3d(outcome)))
+        if outcome.paths_3d:
+            if outcome.checks_passed:
+                steps.append(("trajectory", lambda: self._publish_3d(outcome)))
+            else:
+                failed = [c.name for c in outcome.checks if not c.passed]
+                self._problems.report(
+                    f"checks:{','.join(failed)}",
+                    f"request {outcome.request_id}: 3D path not published, checks failed: "
+                    + "; ".join(f"{c.name}: {c.detail}" for c in outcome.checks if not c.passed),
+                )
         for what, publish in steps:
             try:
                 publish()
@@ -137,33 +211,9 @@ class ResultOutputs:
         self.annotated_pub.publish(image_msg(drawn, last.stamp_ns, frame_id))
 
     def _publish_3d(self, outcome: Outcome) -> None:
-        camera, parsed = outcome.answer_camera, outcome.parsed
-        info = self.camera_info.get(camera)
-        nearest = self.depth[camera].nearest(
-            outcome.clip_end_ns
-        )  # the depth closest to the clip's last frame
-        if info is None or nearest is None or parsed is None:
-            self._problems.report(f"depth:{camera}:missing", f"camera {camera}: no depth or camera info yet")
-            return
-        depth_msg: Any = nearest[1]
-        depth = message_to_array(depth_msg, max_pixels=self._cfg.max_pixels)
-        intrinsics = Intrinsics.from_k(list(info.k), info.width, info.height)
-        frame_id = self._cfg.camera(camera).frame_id or info.header.frame_id or depth_msg.header.frame_id
-        projected = project_trajectories(
-            parsed.trajectories,
-            (outcome.image_width, outcome.image_height),
-            depth,
-            intrinsics,
-            self._cfg.depth_window_px,
-        )
-        dropped = sum(path.dropped for _, path in projected)
-        if dropped:
-            self.points_dropped += dropped  # only the delivery thread writes it
-            self._problems.report(
-                f"depth:{camera}:dropped",
-                f"camera {camera}: dropped {dropped} trajectory point(s) without valid depth",
-            )
-        paths = [(label, path.points) for label, path in projected]
-        for _label, points3d in paths:
-            self.path_pub.publish(path_msg(points3d, frame_id, outcome.clip_end_ns))
-        self.markers_pub.publish(path_markers(paths, frame_id, outcome.clip_end_ns))
+        # Stamped with the clip's end: the time of the observation the path was drawn on (tf2 users transform
+        # it from then to now), not the time the answer came.
+        stamp, frame_id = outcome.clip_end_ns, outcome.paths_frame_id
+        for _label, points3d in outcome.paths_3d:
+            self.path_pub.publish(path_msg(points3d, frame_id, stamp))
+        self.markers_pub.publish(path_markers(outcome.paths_3d, frame_id, stamp))

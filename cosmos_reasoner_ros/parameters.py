@@ -12,11 +12,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR
+from cosmos_reasoner_ros.result_checks import CHECK_NAMES
 
 __all__ = [
     "BUSY_POLICIES",
     "CAMERA_PARAMETERS",
     "IMAGE_QOS",
+    "MAX_TASKS_PER_CLIP",
     "PARAMETERS",
     "RANGES",
     "CameraConfig",
@@ -27,6 +29,8 @@ __all__ = [
 
 BUSY_POLICIES = ("reject", "replace")
 IMAGE_QOS = ("sensor_data", "reliable")
+MAX_TASKS_PER_CLIP = 8  # tasks asked of one clip at most (a goal's tasks, trigger_tasks): one thread each
+NO_CHECKS = "none"  # publish_checks: [none] publishes 3D paths whatever the checks say
 
 
 class ConfigError(ValueError):
@@ -92,9 +96,25 @@ class NodeConfig:
     shutdown_timeout_s: float
     lifecycle: bool
     activate_wait_for_server_s: float
+    max_result_age_s: float
+    trigger_tasks: str
+    trigger_deadline_s: float
+    trigger_reasoning: bool
+    publish_checks: list[str]
+    min_depth_fraction: float
+    max_step_m: float
 
     def camera(self, name: str) -> CameraConfig:
         return next(c for c in self.cameras if c.name == name)
+
+    def trigger_task_names(self) -> tuple[str, ...]:
+        """The tasks the timer and ~/trigger ask of each clip: trigger_tasks, else `task` alone."""
+        return split_tasks(self.trigger_tasks) or (self.task,)
+
+
+def split_tasks(text: str) -> tuple[str, ...]:
+    """A comma-separated task list ("next_action, trajectory") as names, blanks dropped."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 # name -> (default, description). Declared once, in this order, at the top of the node's configuration.
@@ -184,6 +204,35 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
         0.0,
         "[s] managed node: activate waits this long for the server to be healthy, else fails; 0: no wait",
     ),
+    "max_result_age_s": (
+        0.0,
+        "[s] a successful answer older than this when published (clip end to publication) is published as "
+        "stale and not forwarded to ~/next_action, ~/trajectory, ~/markers; 0: no limit; goals may override",
+    ),
+    "trigger_tasks": (
+        "",
+        "tasks the timer and ~/trigger ask of each clip, comma-separated (one result each); empty: task",
+    ),
+    "trigger_deadline_s": (
+        0.0,
+        "[s] deadline of the timer's and ~/trigger's requests from the trigger (then cancelled: timeout); "
+        "0: none",
+    ),
+    "trigger_reasoning": (
+        True,
+        "false: the timer's and ~/trigger's requests turn reasoning off (the task's plain prompt and "
+        "profile)",
+    ),
+    "publish_checks": (
+        list(CHECK_NAMES),
+        "geometric checks that must pass before ~/trajectory and ~/markers are published; [none]: "
+        "publish regardless",
+    ),
+    "min_depth_fraction": (
+        0.75,
+        "[0-1] depth_coverage check: least fraction of trajectory points with a valid depth",
+    ),
+    "max_step_m": (0.5, "[m] max_step check: largest 3D distance between consecutive trajectory points"),
 }
 CAMERA_PARAMETERS: dict[str, tuple[Any, str]] = {
     "topic": ("", "image topic; empty: /<name>/image_raw (or /<name>/image_raw/compressed)"),
@@ -223,6 +272,10 @@ RANGES: dict[str, tuple[float, float]] = {
     "workers": (0, 1024),
     "shutdown_timeout_s": (0.0, 60.0),
     "activate_wait_for_server_s": (0.0, 3600.0),
+    "max_result_age_s": (0.0, 86400.0),
+    "trigger_deadline_s": (0.0, 86400.0),
+    "min_depth_fraction": (0.0, 1.0),
+    "max_step_m": (1e-6, 1000.0),
 }
 MIN_TRIGGER_PERIOD_S = 0.05  # a timer faster than this only produces busy results
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -289,4 +342,13 @@ def validate(cfg: NodeConfig) -> list[str]:
         )
     if "\x00" in cfg.instruction:
         problems.append("instruction: contains a NUL character")
+    tasks = split_tasks(cfg.trigger_tasks)
+    if len(tasks) > MAX_TASKS_PER_CLIP:
+        problems.append(f"trigger_tasks: at most {MAX_TASKS_PER_CLIP} tasks, got {len(tasks)}")
+    unknown_checks = [c for c in cfg.publish_checks if c not in (*CHECK_NAMES, NO_CHECKS)]
+    if unknown_checks or (NO_CHECKS in cfg.publish_checks and len(cfg.publish_checks) > 1):
+        problems.append(
+            f"publish_checks: names from {', '.join(CHECK_NAMES)}, or [{NO_CHECKS}] alone; "
+            f"got {cfg.publish_checks}"
+        )
     return problems

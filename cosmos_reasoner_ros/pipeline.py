@@ -1,8 +1,13 @@
-"""One Reasoner request end to end, without ROS: clips -> media -> prompt -> request -> client -> answer.
+"""One Reasoner request end to end, without ROS: clips -> media -> prompt -> request -> client -> answer; and
+several requests (tasks) about one clip, which is captured and written once.
 
-Every request ends in one `Outcome`, success or error; nothing raised inside escapes `Pipeline.run`. An
-outcome holds no frames but the one the annotated image is drawn on, and no inline media: what outlives a
-request must not pin memory the clip buffer has let go.
+Every request ends in one `Outcome`, success or error; nothing raised inside escapes `Pipeline.run` or
+`Pipeline.run_clip`. An outcome holds no frames but the one the annotated image is drawn on, and no inline
+media: what outlives a request must not pin memory the clip buffer has let go.
+
+The requests about one clip name its media with the same vLLM multimodal uuid, and the first request of each
+media kind goes alone until its first token (its prefill is done), so that the server's processor and prefix
+caches serve the others instead of computing the clip again.
 """
 
 from __future__ import annotations
@@ -17,11 +22,19 @@ from dataclasses import dataclass, field
 from cosmos_reasoner_ros.client import Completion, ReasonerClient
 from cosmos_reasoner_ros.clip_buffer import Clip, MultiCameraBuffer
 from cosmos_reasoner_ros.clip_writer import ClipWriter
-from cosmos_reasoner_ros.errors import ClipError, ReasonerError, RequestCancelled
+from cosmos_reasoner_ros.coordinates import ns_to_seconds
+from cosmos_reasoner_ros.errors import (
+    ClipError,
+    DeadlineExceeded,
+    ReasonerError,
+    RequestCancelled,
+    StaleResult,
+)
 from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaRef
 from cosmos_reasoner_ros.parsing import ParsedAnswer, parse_answer
 from cosmos_reasoner_ros.request_builder import RequestSettings, build_request
+from cosmos_reasoner_ros.result_checks import Check
 from cosmos_reasoner_ros.tasks import RenderedTask, TaskCatalog
 
 log = logging.getLogger(__name__)
@@ -29,13 +42,30 @@ log = logging.getLogger(__name__)
 # The order the Reason action's feedback goes through (its STAGE_* constants have these indices).
 STAGES: tuple[str, ...] = ("capturing", "encoding", "waiting_for_server", "querying", "streaming")
 
-ProgressCallback = Callable[[str, str], None]
-"""Called with (stage, text streamed so far); the text is empty before the streaming stage."""
+ProgressCallback = Callable[[str, str, str], None]
+"""Called with (stage, text streamed so far, request id); the text is empty before the streaming stage. With
+several requests about one clip, each request reports its own stages (possibly from different threads)."""
+
+OutcomeCallback = Callable[["Outcome"], None]
+
+
+class Cancel(threading.Event):
+    """A request's cancel event; `expire()` sets it because the request's deadline passed, so that the request
+    ends as a timeout rather than as cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        self.set()
 
 
 @dataclass(frozen=True)
 class RequestSpec:
-    """What one trigger asks: the task and its values, the cameras, the window."""
+    """What one trigger asks: the task and its values, the cameras, the window, and what the answer must meet
+    to be acted on (deadline, age)."""
 
     request_id: str
     task: str
@@ -45,6 +75,19 @@ class RequestSpec:
     clip_seconds: float = 0.0  # 0: the pipeline's default
     end_ns: int | None = None  # None: the newest frame
     trigger_time: float = 0.0  # time.monotonic() when the trigger arrived; 0: when run() starts
+    trigger_ns: int = 0  # the node's clock (ROS time) at the trigger, for the result's stamps; 0: unknown
+    clip_id: str = ""  # shared by the requests about one clip (and their media uuids); empty: request_id
+    reasoning: bool = True  # False: the task without reasoning (no suffix, its plain sampling profile)
+    deadline_s: float = 0.0  # [s] after trigger_time the request is cancelled and ends as a timeout; 0: none
+    max_result_age_s: float = 0.0  # [s] a success older than this when published is stale; 0: no limit
+
+    @property
+    def clip_key(self) -> str:
+        return self.clip_id or self.request_id
+
+    def deadline(self, default_start: float) -> float | None:
+        """time.monotonic() of the deadline (from trigger_time, else default_start), None without one."""
+        return (self.trigger_time or default_start) + self.deadline_s if self.deadline_s > 0 else None
 
 
 @dataclass(frozen=True)
@@ -121,6 +164,18 @@ class Outcome:
     ttft_s: float = 0.0
     finish_reason: str = ""
     timings: Timings | None = None
+    clip_id: str = ""  # shared by the requests about one clip
+    trigger_ns: int = 0  # the node's clock at the trigger (timings are relative to it)
+    reasoning_requested: bool = False  # the prompt asked for reasoning
+    cached_tokens: int = 0  # prompt tokens the server's prefix cache served (0: none or not reported)
+    max_age_s: float = 0.0  # [s] the age limit that applies; 0: none
+    # Set when the outcome is published (published()):
+    published_ns: int = 0  # the node's clock at publication
+    age_s: float = 0.0  # [s] published_ns - clip end: how old the observation is
+    checks: tuple[Check, ...] = ()  # geometric checks of the answer (result_checks)
+    checks_passed: bool = True  # every check the node requires before publishing 3D paths passed
+    paths_3d: tuple[tuple[str, tuple[tuple[float, float, float], ...]], ...] = ()  # (label, [m] points)
+    paths_frame_id: str = ""  # frame of paths_3d (the camera's optical frame)
 
     @property
     def clip_start_ns(self) -> int:
@@ -142,6 +197,20 @@ class Outcome:
         """The same outcome without its last frame: what may be kept after publishing."""
         return dataclasses.replace(self, last_frame=None)
 
+    def published(self, now_ns: int) -> Outcome:
+        """This outcome as published at `now_ns` (the node's clock, the cameras' time base): with its age, the
+        time from the clip's end to now; a success older than max_age_s becomes a stale result, its answer
+        and parts kept for inspection."""
+        age = ns_to_seconds(now_ns - self.clip_end_ns) if self.clip_end_ns else 0.0
+        out = dataclasses.replace(self, published_ns=now_ns, age_s=age)
+        if self.success and self.max_age_s > 0 and age > self.max_age_s:
+            stale = StaleResult(
+                f"the answer is {age:.3f} s old at publication (from the clip's end), more than "
+                f"max_result_age_s ({self.max_age_s:g} s)"
+            )
+            out = dataclasses.replace(out, success=False, error_kind=stale.kind, error=str(stale))
+        return out
+
 
 @dataclass(frozen=True)
 class PipelineSettings:
@@ -156,7 +225,7 @@ class PipelineSettings:
 
 @dataclass
 class _Progress:
-    """Mutable state of one run, so that an error outcome still carries what was done before the error."""
+    """Mutable state of one request, so that an error outcome still carries what was done before the error."""
 
     spec: RequestSpec
     timings: dict[str, float | None] = field(default_factory=dict)
@@ -166,10 +235,12 @@ class _Progress:
     task: RenderedTask | None = None
     completion: Completion | None = None
     text: str = ""
+    outcome: Outcome | None = None  # set once, when the request has ended
 
 
 class Pipeline:
-    """Runs requests against one buffer, writer, task catalog and client; `run` is thread-safe."""
+    """Runs requests against one buffer, writer, task catalog and client; `run` and `run_clip` are
+    thread-safe."""
 
     def __init__(
         self,
@@ -194,65 +265,207 @@ class Pipeline:
         cancel: threading.Event | None = None,
     ) -> Outcome:
         """One request; never raises. Errors become an Outcome with the error's kind."""
+        return self.run_clip((spec,), on_progress, cancel)[0]
+
+    def run_clip(
+        self,
+        specs: Sequence[RequestSpec],
+        on_progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        on_outcome: OutcomeCallback | None = None,
+    ) -> tuple[Outcome, ...]:
+        """Several requests about one clip (the first spec's cameras, window and trigger): the clip is
+        captured and written once, each request gets its own outcome, in the order of `specs`. Never raises.
+
+        `on_outcome` gets each outcome as soon as its request has ended (a quick answer need not wait for a
+        long one), before this returns; `cancel` ends them all.
+        """
+        if not specs:
+            return ()
         started = time.monotonic()
-        progress = _Progress(spec=spec, timings={"trigger": spec.trigger_time or started, "started": started})
         cancel = cancel or threading.Event()
-        try:
-            return self._run(progress, on_progress, cancel)
-        except ReasonerError as exc:
-            return self._error(progress, exc.kind, str(exc) or type(exc).__name__, exc)
-        except Exception as exc:
-            # A bug, not a request problem: keep the traceback in the log and the message in the result.
-            log.exception("request %s failed unexpectedly", spec.request_id)
-            return self._error(progress, "internal", f"{type(exc).__name__}: {exc}", exc)
+        runs = [
+            _Progress(spec=spec, timings={"trigger": spec.trigger_time or started, "started": started})
+            for spec in specs
+        ]
+        lock = threading.Lock()
 
-    def _run(self, p: _Progress, on_progress: ProgressCallback | None, cancel: threading.Event) -> Outcome:
-        spec = p.spec
-
-        def stage(name: str, text: str = "") -> None:
-            if cancel.is_set():
-                raise RequestCancelled(f"cancelled before {name}")
-            if on_progress is not None:
+        def finish(p: _Progress, outcome: Outcome) -> None:
+            with lock:
+                if p.outcome is not None:
+                    return
+                p.outcome = outcome
+            if on_outcome is not None:
                 try:
-                    on_progress(name, text)
+                    on_outcome(outcome)
                 except Exception:
-                    log.exception("progress callback failed (ignored)")
+                    log.exception("outcome callback failed (ignored)")
 
-        # Render first: an unknown task or a missing value fails before any work.
-        p.task = task = self.catalog.render(spec.task, **self._values(spec))
+        try:
+            self._prepare(runs, on_progress, cancel, finish)
+            live = [p for p in runs if p.outcome is None]
+            if len(live) == 1:
+                self._ask_guarded(live[0], None, threading.Event(), on_progress, cancel, finish)
+            elif live:
+                self._ask_all(live, on_progress, cancel, finish)
+        except Exception as exc:  # a bug between the guarded steps: every request still gets its outcome
+            log.exception("requests %s failed unexpectedly", [p.spec.request_id for p in runs])
+            for p in runs:
+                finish(p, self._error(p, "internal", f"{type(exc).__name__}: {exc}", exc, cancel))
+        return tuple(p.outcome for p in runs if p.outcome is not None)
 
-        stage("capturing")
-        seconds = spec.clip_seconds if spec.clip_seconds > 0 else self.settings.clip_seconds
-        window = self.buffer.fresh_window(
-            seconds, list(spec.cameras) or None, spec.end_ns, stale_after_s=self.settings.stale_after_s
-        )
-        clips = list(window.clips)
-        p.clips, p.stale = window.clips, dict(window.stale)
+    # -- the shared part: tasks, window, media -------------------------------------------------------------
 
-        stage("encoding")
-        if task.media == "image":
-            media = [self.writer.write_image(clip.frames[-1]) for clip in clips]
-        else:
-            media = self.writer.write_clips(clips, tiled=self.settings.tiled)
-        if not media:
-            raise ClipError("the writer returned no media")
-        p.media = tuple(media)
-        request = build_request(task, media, self.request_settings)
+    def _prepare(
+        self,
+        runs: list[_Progress],
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+        finish: Callable[[_Progress, Outcome], None],
+    ) -> None:
+        """Render every task (a bad one fails alone, before any work), take the window, write the media once
+        per kind, find the model. A failure here ends every request still open with that error."""
+        first = runs[0].spec
+        for p in runs:
+            try:
+                p.task = self._render(p.spec)
+            except ReasonerError as exc:
+                finish(p, self._error(p, exc.kind, str(exc) or type(exc).__name__, exc, cancel))
+        live = [p for p in runs if p.outcome is None]
+        if not live:
+            return
+        try:
+            self._stage(live, "capturing", on_progress, cancel)
+            seconds = first.clip_seconds if first.clip_seconds > 0 else self.settings.clip_seconds
+            window = self.buffer.fresh_window(
+                seconds, list(first.cameras) or None, first.end_ns, stale_after_s=self.settings.stale_after_s
+            )
+            clips = list(window.clips)
+            for p in live:
+                p.clips, p.stale = window.clips, dict(window.stale)
 
-        stage("waiting_for_server")
-        if self.settings.wait_for_server_s > 0:
-            self.client.wait_ready(self.settings.wait_for_server_s)
-        self.client.model_id()  # discovery (first request only) belongs to this stage, not to querying
+            self._stage(live, "encoding", on_progress, cancel)
+            written: dict[str, tuple[MediaRef, ...]] = {}
+            for p in live:
+                assert p.task is not None
+                kind = p.task.media
+                if kind not in written:
+                    if kind == "image":
+                        media = [self.writer.write_image(clip.frames[-1]) for clip in clips]
+                    else:
+                        media = self.writer.write_clips(clips, tiled=self.settings.tiled)
+                    if not media:
+                        raise ClipError("the writer returned no media")
+                    written[kind] = tuple(media)
+                p.media = written[kind]
 
-        stage("querying")
+            self._stage(live, "waiting_for_server", on_progress, cancel)
+            if self.settings.wait_for_server_s > 0:
+                self.client.wait_ready(self.settings.wait_for_server_s)
+            self.client.model_id()  # discovery (first request only) belongs to this stage, not to querying
+        except Exception as exc:
+            for p in live:
+                finish(p, self._failure(p, exc, cancel))
+
+    def _render(self, spec: RequestSpec) -> RenderedTask:
+        values = self._values(spec)
+        if spec.reasoning:
+            return self.catalog.render(spec.task, **values)
+        return self.catalog.render_without_reasoning(spec.task, **values)
+
+    @staticmethod
+    def _stage(
+        runs: Sequence[_Progress],
+        name: str,
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+        text: str = "",
+    ) -> None:
+        if cancel.is_set():
+            raise RequestCancelled(f"cancelled before {name}")
+        if on_progress is None:
+            return
+        for p in runs:
+            try:
+                on_progress(name, text, p.spec.request_id)
+            except Exception:
+                log.exception("progress callback failed (ignored)")
+
+    # -- the requests --------------------------------------------------------------------------------------
+
+    def _ask_all(
+        self,
+        live: list[_Progress],
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+        finish: Callable[[_Progress, Outcome], None],
+    ) -> None:
+        """The first request of each media kind at once; the others of that kind once it has its first token
+        (its prefill, the clip's tokens included, is in the server's prefix cache) or has ended."""
+        primers: dict[str, threading.Event] = {}
+        threads = []
+        for p in live:
+            assert p.task is not None
+            kind = p.task.media
+            primed = threading.Event()
+            wait_for = primers.get(kind)
+            if wait_for is None:
+                primers[kind] = primed
+            threads.append(
+                threading.Thread(
+                    target=self._ask_guarded,
+                    args=(p, wait_for, primed, on_progress, cancel, finish),
+                    name=f"reasoner-ask-{p.spec.request_id}",
+                    daemon=True,
+                )
+            )
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _ask_guarded(
+        self,
+        p: _Progress,
+        wait_for: threading.Event | None,
+        primed: threading.Event,
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+        finish: Callable[[_Progress, Outcome], None],
+    ) -> None:
+        try:
+            finish(p, self._ask(p, wait_for, primed, on_progress, cancel))
+        except Exception as exc:
+            finish(p, self._failure(p, exc, cancel))
+        finally:
+            primed.set()  # whatever happened, the requests waiting for this one go on
+
+    def _ask(
+        self,
+        p: _Progress,
+        wait_for: threading.Event | None,
+        primed: threading.Event,
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+    ) -> Outcome:
+        task = p.task
+        assert task is not None
+        uuids = [f"{p.spec.clip_key}:{m.kind}:{m.camera or i}" for i, m in enumerate(p.media)]
+        request = build_request(task, p.media, self.request_settings, media_uuids=uuids)
+        if wait_for is not None:
+            while not wait_for.wait(0.02):
+                if cancel.is_set():
+                    raise RequestCancelled("cancelled before querying")
+        self._stage([p], "querying", on_progress, cancel)
 
         def on_text(text: str) -> None:  # the client passes the accumulated text
             if "first_token" not in p.timings:
                 p.timings["first_token"] = time.monotonic()
+                primed.set()
             p.text = text
             if on_progress is not None:
                 try:
-                    on_progress("streaming", p.text)
+                    on_progress("streaming", p.text, p.spec.request_id)
                 except Exception:
                     log.exception("progress callback failed (ignored)")
 
@@ -266,7 +479,7 @@ class Pipeline:
         if cancel.is_set():
             raise RequestCancelled("cancelled while the answer was arriving")
 
-        width, height = self._pixel_space(p.clips, media[0])
+        width, height = self._pixel_space(p.clips, p.media[0])
         parsed = parse_answer(
             completion.text,
             task.answer_kind,
@@ -293,8 +506,24 @@ class Pipeline:
             values[main] = spec.instruction
         return {k: v for k, v in values.items() if v}
 
-    def _error(self, p: _Progress, kind: str, message: str, exc: BaseException) -> Outcome:
+    # -- outcomes ------------------------------------------------------------------------------------------
+
+    def _failure(self, p: _Progress, exc: BaseException, cancel: threading.Event) -> Outcome:
+        if isinstance(exc, ReasonerError):
+            return self._error(p, exc.kind, str(exc) or type(exc).__name__, exc, cancel)
+        # A bug, not a request problem: keep the traceback in the log and the message in the result.
+        log.error("request %s failed unexpectedly", p.spec.request_id, exc_info=exc)
+        return self._error(p, "internal", f"{type(exc).__name__}: {exc}", exc, cancel)
+
+    def _error(
+        self, p: _Progress, kind: str, message: str, exc: BaseException, cancel: threading.Event
+    ) -> Outcome:
         raw = getattr(exc, "raw", "") or p.text
+        if isinstance(exc, RequestCancelled) and getattr(cancel, "expired", False):
+            deadline = DeadlineExceeded(
+                f"the deadline of {p.spec.deadline_s:g} s passed; the request was cancelled ({message})"
+            )
+            kind, message = deadline.kind, str(deadline)
         return self._outcome(p, success=False, error_kind=kind, error=message, answer=raw)
 
     def _outcome(
@@ -355,11 +584,17 @@ class Pipeline:
             ttft_s=c.ttft_s if c else 0.0,
             finish_reason=c.finish_reason if c else "",
             timings=timings,
+            clip_id=spec.clip_key,
+            trigger_ns=spec.trigger_ns,
+            reasoning_requested=p.task.reasoning if p.task is not None else spec.reasoning,
+            cached_tokens=c.cached_tokens if c else 0,
+            max_age_s=spec.max_result_age_s,
         )
 
 
 def error_outcome(spec: RequestSpec, error: ReasonerError) -> Outcome:
-    """An outcome for a trigger that never reached the pipeline (busy, replaced, shutting down)."""
+    """An outcome for a trigger that never reached the pipeline (busy, replaced, shutting down), or whose
+    request did not end in time (deadline, shutdown)."""
     now = time.monotonic()
     return Outcome(
         request_id=spec.request_id,
@@ -370,4 +605,8 @@ def error_outcome(spec: RequestSpec, error: ReasonerError) -> Outcome:
         error=str(error),
         cameras=spec.cameras,
         timings=Timings(trigger=spec.trigger_time or now, started=now, finished=now),
+        clip_id=spec.clip_key,
+        trigger_ns=spec.trigger_ns,
+        reasoning_requested=spec.reasoning,
+        max_age_s=spec.max_result_age_s,
     )

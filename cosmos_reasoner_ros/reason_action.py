@@ -1,6 +1,11 @@
-"""The `~/reason` action of reasoner_node: every goal is accepted and ends with a ReasonerResult (a refusal is
-an aborted goal whose result says why), feedback follows the request's stages (streamed text throttled), and a
-cancel request reaches the request in flight, which then ends CANCELED with a `cancelled` result.
+"""The `~/reason` action of reasoner_node: every goal is accepted and ends with its ReasonerResults (a refusal
+is an aborted goal whose results say why), feedback follows each request's stages (streamed text throttled)
+with the time left before the goal's deadline, and a cancel request reaches the requests in flight, which
+then end CANCELED with `cancelled` results. At the deadline the requests are cancelled and the goal aborts
+with `timeout` results.
+
+A goal may ask several tasks about the same clip: one request each, all in one job; the goal's result lists
+them in its order and ends when the last has ended (each is on ~/result as soon as it has).
 """
 
 from __future__ import annotations
@@ -18,22 +23,23 @@ from rclpy.task import Future
 
 from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.msg import ReasonerResult
-from cosmos_reasoner_ros.pipeline import STAGES, Outcome, ProgressCallback, RequestSpec
+from cosmos_reasoner_ros.pipeline import STAGES, Outcome, ProgressCallback
+from cosmos_reasoner_ros.request_checks import RequestGroup
 from cosmos_reasoner_ros.scheduler import Job
 
 __all__ = ["ReasonActionServer"]
 
-Submit = Callable[[RequestSpec, ProgressCallback, Callable[[Outcome], None], bool], Job]
+Submit = Callable[[RequestGroup, ProgressCallback, Callable[[tuple[Outcome, ...]], None]], Job]
 
 
 class ReasonActionServer:
-    """Wires Reason goals to the node: `new_spec(goal)` makes the request, `submit` queues it (never blocks),
-    `cancel(job)` stops it, `result_msg(outcome)` is the result."""
+    """Wires Reason goals to the node: `new_group(goal)` makes the requests, `submit` queues them (never
+    blocks), `cancel(job)` stops them, `result_msg(outcome)` is each result."""
 
     def __init__(
         self,
         node: Node,
-        new_spec: Callable[[Any], RequestSpec],
+        new_group: Callable[[Any], RequestGroup],
         submit: Submit,
         cancel: Callable[[Job], None],
         result_msg: Callable[[Outcome], ReasonerResult],
@@ -41,7 +47,7 @@ class ReasonActionServer:
         qos: QoSProfile,
         callback_group: CallbackGroup,
     ) -> None:
-        self._node, self._new_spec, self._submit, self._cancel = node, new_spec, submit, cancel
+        self._node, self._new_group, self._submit, self._cancel = node, new_group, submit, cancel
         self._result_msg = result_msg
         self._min_gap = 1.0 / feedback_rate_hz
         self._jobs: dict[bytes, Job] = {}
@@ -63,18 +69,31 @@ class ReasonActionServer:
     def destroy(self) -> None:
         self._server.destroy()
 
-    def _feedback(self, goal_handle: ServerGoalHandle[Any, Any, Any], accepted: float) -> ProgressCallback:
-        last_time, last_stage = 0.0, ""
+    def _feedback(
+        self, goal_handle: ServerGoalHandle[Any, Any, Any], accepted: float, group: RequestGroup
+    ) -> ProgressCallback:
+        tasks = {s.request_id: s.task for s in group.specs}
+        first = group.specs[0]
+        deadline = accepted + first.deadline_s if first.deadline_s > 0 else None
+        last: dict[str, tuple[float, str]] = {}  # request id -> (time, stage) of its last feedback
+        lock = threading.Lock()  # several tasks report from their own threads
 
-        def on_progress(stage: str, text: str) -> None:
-            nonlocal last_time, last_stage
+        def on_progress(stage: str, text: str, request_id: str) -> None:
             now = time.monotonic()
-            if stage == last_stage == "streaming" and now - last_time < self._min_gap:
-                return  # throttle streamed text, never stage changes
-            last_time, last_stage = now, stage
+            with lock:
+                last_time, last_stage = last.get(request_id, (0.0, ""))
+                if stage == last_stage == "streaming" and now - last_time < self._min_gap:
+                    return  # throttle streamed text, never stage changes
+                last[request_id] = (now, stage)
             goal_handle.publish_feedback(
                 Reason.Feedback(
-                    stage=STAGES.index(stage), stage_name=stage, partial_text=text, elapsed_s=now - accepted
+                    stage=STAGES.index(stage),
+                    stage_name=stage,
+                    partial_text=text,
+                    elapsed_s=now - accepted,
+                    time_left_s=max(0.0, deadline - now) if deadline is not None else -1.0,
+                    task=tasks.get(request_id, ""),
+                    request_id=request_id,
                 )
             )
 
@@ -82,27 +101,29 @@ class ReasonActionServer:
 
     async def _execute(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
         goal = goal_handle.request
-        done: Future[Outcome] = Future(executor=self._node.executor)
+        accepted = time.monotonic()
+        done: Future[tuple[Outcome, ...]] = Future(executor=self._node.executor)
         # A done callback makes set_result (called on the delivery thread) wake the executor, which then
         # resumes this coroutine; without one nothing would wake it.
         done.add_done_callback(lambda _f: None)
-        feedback = self._feedback(goal_handle, time.monotonic())
-        job = self._submit(self._new_spec(goal), feedback, done.set_result, bool(goal.instruction))
+        group = self._new_group(goal)
+        job = self._submit(group, self._feedback(goal_handle, accepted, group), done.set_result)
         key = bytes(goal_handle.goal_id.uuid)
         with self._lock:
             self._jobs[key] = job
         if goal_handle.is_cancel_requested:  # a cancel that came before the job was registered
             self._cancel(job)
         try:
-            outcome = await done
+            outcomes = await done
         finally:
             with self._lock:
                 self._jobs.pop(key, None)
-        assert outcome is not None
-        result = Reason.Result(result=self._result_msg(outcome))
-        if outcome.error_kind == "cancelled" and goal_handle.is_cancel_requested:
+        assert outcomes
+        results = [self._result_msg(outcome) for outcome in outcomes]
+        result = Reason.Result(result=results[0], results=results)
+        if goal_handle.is_cancel_requested and any(o.error_kind == "cancelled" for o in outcomes):
             goal_handle.canceled()
-        elif outcome.success:
+        elif all(o.success for o in outcomes):
             goal_handle.succeed()
         else:
             goal_handle.abort()

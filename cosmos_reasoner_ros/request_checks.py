@@ -1,5 +1,6 @@
-"""What a trigger or goal may ask, checked before it is queued, without ROS: known cameras and task, a
-clip length within the buffer, instructions within bounds. A refusal becomes an invalid_request result whose
+"""What a trigger or goal may ask, checked before it is queued, without ROS: known cameras and tasks, a
+clip length within the buffer, instructions within bounds, a finite deadline and age limit, at most
+MAX_TASKS_PER_CLIP tasks about one clip. A refusal becomes an invalid_request result (one per task) whose
 message says what to change.
 """
 
@@ -7,11 +8,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from dataclasses import dataclass
 
+from cosmos_reasoner_ros.parameters import MAX_TASKS_PER_CLIP
 from cosmos_reasoner_ros.pipeline import RequestSpec
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
-__all__ = ["instruction_problem", "request_problem"]
+__all__ = ["RequestGroup", "group_problem", "instruction_problem", "request_problem"]
+
+_MAX_SECONDS = 86400.0  # a deadline or age limit beyond a day is a mistake (or an overflow waiting to happen)
+
+
+@dataclass(frozen=True)
+class RequestGroup:
+    """The requests one trigger or goal makes about one clip (one per task), and for each whether the caller
+    gave its instruction itself (then a task without a place for it is an error, not a silent drop)."""
+
+    specs: tuple[RequestSpec, ...]
+    explicit_instruction: tuple[bool, ...]
+    problem: str = ""  # found while building the group (e.g. instructions that fit no task)
 
 
 def instruction_problem(text: str, max_chars: int) -> str:
@@ -21,6 +36,12 @@ def instruction_problem(text: str, max_chars: int) -> str:
         return f"{len(text)} characters, more than max_instruction_chars ({max_chars})"
     if "\x00" in text:
         return "it contains a NUL character"
+    return ""
+
+
+def _seconds_problem(name: str, value: float) -> str:
+    if not (math.isfinite(value) and 0 <= value <= _MAX_SECONDS):
+        return f"{name} must be 0 (none) or a number of seconds up to {_MAX_SECONDS:g}, got {value}"
     return ""
 
 
@@ -42,6 +63,10 @@ def request_problem(
             f"clip_seconds must be 0 (the default) or up to buffer_seconds ({buffer_seconds}), "
             f"got {spec.clip_seconds}"
         )
+    for name, seconds in (("deadline_s", spec.deadline_s), ("max_result_age_s", spec.max_result_age_s)):
+        problem = _seconds_problem(name, seconds)
+        if problem:
+            return problem
     if spec.task not in catalog:
         return f"unknown task {spec.task!r}; known: {', '.join(catalog.names())}"
     for name, text in (("instruction", spec.instruction), ("step", spec.step)):
@@ -51,4 +76,25 @@ def request_problem(
     if explicit_instruction and spec.instruction and not catalog.spec(spec.task).placeholders:
         takes = [n for n in catalog.names() if catalog.spec(n).placeholders]
         return f"task {spec.task!r} takes no instruction (tasks that take one: {', '.join(takes)})"
+    return ""
+
+
+def group_problem(
+    group: RequestGroup,
+    cameras: Collection[str],
+    catalog: TaskCatalog,
+    buffer_seconds: float,
+    max_instruction_chars: int,
+) -> str:
+    """Why the requests about one clip cannot run as asked, or '' (the first problem, naming its task)."""
+    if group.problem:
+        return group.problem
+    if not group.specs:
+        return "no task to ask"
+    if len(group.specs) > MAX_TASKS_PER_CLIP:
+        return f"at most {MAX_TASKS_PER_CLIP} tasks about one clip, got {len(group.specs)}"
+    for i, (spec, explicit) in enumerate(zip(group.specs, group.explicit_instruction, strict=True)):
+        problem = request_problem(spec, cameras, catalog, buffer_seconds, max_instruction_chars, explicit)
+        if problem:
+            return f"task {i + 1} ({spec.task}): {problem}" if len(group.specs) > 1 else problem
     return ""

@@ -23,9 +23,16 @@ from cosmos_reasoner_ros.coordinates import (
     point_pixels,
     seconds_to_ns,
 )
-from cosmos_reasoner_ros.msg import BoundingBox2D, ReasonerResult, TimeSegment, Trajectory2D
+from cosmos_reasoner_ros.msg import (
+    BoundingBox2D,
+    GeometryCheck,
+    ReasonerResult,
+    TimeSegment,
+    Trajectory2D,
+)
 from cosmos_reasoner_ros.parsing import Box2D, Segment, Trajectory
 from cosmos_reasoner_ros.pipeline import Outcome
+from cosmos_reasoner_ros.result_checks import Check
 
 
 def ns_to_time(ns: int) -> Time:
@@ -82,11 +89,31 @@ def segment_msg(s: Segment, clip_start_ns: int) -> TimeSegment:
     )
 
 
+def check_msg(check: Check) -> GeometryCheck:
+    return GeometryCheck(
+        name=check.name,
+        passed=check.passed,
+        value=float(check.value),
+        limit=float(check.limit),
+        detail=ros_string(check.detail),
+    )
+
+
+def mark_ns(outcome: Outcome, mark: float | None) -> int:
+    """A time.monotonic() mark of the outcome on the node's clock: the trigger stamp plus the steady interval
+    since the trigger; 0 when the mark was never reached or the trigger stamp is unknown."""
+    timings = outcome.timings
+    if mark is None or timings is None or not outcome.trigger_ns:
+        return 0
+    return outcome.trigger_ns + seconds_to_ns(mark - timings.trigger)
+
+
 def result_msg(outcome: Outcome, frame_id: str = "") -> ReasonerResult:
     """The ReasonerResult of one outcome; header.stamp is the clip end (0 when no clip was taken)."""
     msg = ReasonerResult()
     msg.header = Header(stamp=ns_to_time(outcome.clip_end_ns), frame_id=frame_id)
     msg.request_id = outcome.request_id
+    msg.clip_id = outcome.clip_id
     msg.task = outcome.task
     msg.instruction = ros_string(outcome.instruction)
     msg.success = outcome.success
@@ -113,6 +140,18 @@ def result_msg(outcome: Outcome, frame_id: str = "") -> ReasonerResult:
     msg.latency_s = float(outcome.latency_s)
     msg.time_to_first_token_s = float(outcome.ttft_s)
     msg.finish_reason = outcome.finish_reason
+    msg.cached_prompt_tokens = max(0, outcome.cached_tokens)
+    msg.reasoning_requested = outcome.reasoning_requested
+    t = outcome.timings
+    msg.trigger_stamp = ns_to_time(outcome.trigger_ns)
+    if t is not None:
+        msg.request_sent_stamp = ns_to_time(mark_ns(outcome, t.request_sent))
+        msg.first_token_stamp = ns_to_time(mark_ns(outcome, t.first_token))
+        msg.answer_stamp = ns_to_time(mark_ns(outcome, t.response_received))
+    msg.age_s = float(outcome.age_s)
+    msg.max_age_s = float(outcome.max_age_s)
+    msg.checks = [check_msg(c) for c in outcome.checks]
+    msg.checks_passed = outcome.checks_passed
     return msg
 
 

@@ -1,25 +1,40 @@
 """Admission and execution of Reasoner requests, without ROS: in-flight slots per camera group, the busy
-policy (reject, or replace a waiting request), a worker pool, and one delivery thread that hands each
-request's outcome to the node exactly once.
+policy (reject, or replace a waiting request), deadlines, a worker pool, and one delivery thread that hands
+each request's outcome to the node exactly once.
 
 Callers (service, action and timer callbacks) only enqueue: `submit` decides under a lock and returns at
-once; it never runs a request or publishes anything itself. Every submitted job ends in exactly one delivered
-outcome: its result, a busy or replaced rejection, or a cancellation (also at shutdown, in bounded time).
+once; it never runs a request or publishes anything itself. A job is one trigger: one request, or several
+requests (tasks) about the same clip, which take one slot together. Every request of a submitted job ends in
+exactly one delivered outcome: its result, a busy or replaced rejection, a timeout at its deadline, or a
+cancellation (also at shutdown, in bounded time).
+
+A deadline sets the job's cancel event (the request stops, at the server too, and ends as a timeout with what
+it had done); a request still running _DEADLINE_GRACE_S later is given its timeout outcome anyway, and its
+late result is dropped, as at shutdown.
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import heapq
+import itertools
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from cosmos_reasoner_ros.errors import BusyError, ReasonerError, RequestCancelled
-from cosmos_reasoner_ros.pipeline import Outcome, ProgressCallback, RequestSpec, error_outcome
+from cosmos_reasoner_ros.errors import BusyError, DeadlineExceeded, ReasonerError, RequestCancelled
+from cosmos_reasoner_ros.pipeline import (
+    Cancel,
+    Outcome,
+    OutcomeCallback,
+    ProgressCallback,
+    RequestSpec,
+    error_outcome,
+)
 
 __all__ = ["BUSY_POLICIES", "Admission", "Job", "RequestScheduler"]
 
@@ -27,19 +42,41 @@ _log = logging.getLogger(__name__)
 
 BUSY_POLICIES = ("reject", "replace")
 _DELIVERY_GRACE_S = 1.0
+# After its deadline a request has this long to end with its own (timeout) outcome, which carries what it had
+# done; then it gets one without. Cancellation takes tens of milliseconds (the client polls every 20 ms).
+_DEADLINE_GRACE_S = 0.25
+
+Execute = Callable[["Job", OutcomeCallback], Sequence[Outcome]]
+"""Runs a job's requests; may hand each outcome over early (the callback), returns them all."""
 
 
 @dataclass(eq=False)
 class Job:
-    """One request on its way through the scheduler; `outcome` is set once it has been delivered."""
+    """One trigger on its way through the scheduler: `spec`, and `more` requests about the same clip.
+    `outcomes` fills as they are delivered; `on_done` gets them all, in the order of `specs`."""
 
     spec: RequestSpec
     group: tuple[str, ...]  # the sorted camera names whose in-flight slots the request takes
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: Cancel = field(default_factory=Cancel)
     on_progress: ProgressCallback | None = None
-    on_done: Callable[[Outcome], None] | None = None
-    outcome: Outcome | None = None
-    _finished: bool = False  # guarded by the scheduler's lock: an outcome was queued for delivery
+    on_done: Callable[[tuple[Outcome, ...]], None] | None = None
+    more: tuple[RequestSpec, ...] = ()
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # by request id, once delivered
+    _finished: set[str] = field(default_factory=set)  # guarded by the scheduler's lock: queued for delivery
+
+    @property
+    def specs(self) -> tuple[RequestSpec, ...]:
+        return (self.spec, *self.more)
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The first request's outcome, once delivered."""
+        return self.outcomes.get(self.spec.request_id)
+
+    @property
+    def done(self) -> bool:
+        """Every request of the job has an outcome queued for delivery (call under the scheduler's lock)."""
+        return len(self._finished) == len(self.specs)
 
 
 @dataclass(frozen=True)
@@ -57,17 +94,19 @@ class _Group:
 
 
 class RequestScheduler:
-    """Runs `execute(job)` on a worker pool and passes each outcome to `deliver(job, outcome)`, then to the
-    job's own `on_done`, on the delivery thread. Thread-safe."""
+    """Runs `execute(job, report)` on a worker pool and passes each outcome, through `finalize(job, outcome)`
+    (which may change it just before publication, e.g. its age), to `deliver(job, outcome)`, and the job's
+    outcomes to its own `on_done` once all are delivered, on the delivery thread. Thread-safe."""
 
     def __init__(
         self,
-        execute: Callable[[Job], Outcome],
+        execute: Execute,
         deliver: Callable[[Job, Outcome], None],
         *,
         max_in_flight: int = 1,
         busy_policy: str = "reject",
         workers: int = 2,
+        finalize: Callable[[Job, Outcome], Outcome] | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
@@ -77,6 +116,7 @@ class RequestScheduler:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self._execute = execute
         self._deliver = deliver
+        self._finalize = finalize
         self.max_in_flight = max_in_flight
         self.busy_policy = busy_policy
         self._lock = threading.Lock()
@@ -91,6 +131,14 @@ class RequestScheduler:
             target=self._delivery_loop, name="reasoner-delivery", daemon=True
         )
         self._delivery_thread.start()
+        # Deadlines: (time.monotonic(), sequence, job, hard) in a heap; a hard entry ends what still runs.
+        self._deadlines: list[tuple[float, int, Job, bool]] = []
+        self._sequence = itertools.count()
+        self._deadline_wake = threading.Condition(self._lock)
+        self._deadline_thread = threading.Thread(
+            target=self._deadline_loop, name="reasoner-deadlines", daemon=True
+        )
+        self._deadline_thread.start()
 
     # -- admission -----------------------------------------------------------------------------------------
 
@@ -105,17 +153,19 @@ class RequestScheduler:
                 rejected = (job, RequestCancelled("the node is shutting down"))
             elif len(g.running) < self.max_in_flight:
                 self._start(g, job)
+                self._watch_deadline(job)
             elif self.busy_policy == "replace":
                 if g.pending is not None:
                     rejected = (g.pending, BusyError(f"replaced by the newer request {job.spec.request_id}"))
                 g.pending = job
+                self._watch_deadline(job)
             else:
                 rejected = (
                     job,
                     BusyError(f"{len(g.running)} request(s) in flight for cameras {list(job.group)}"),
                 )
             if rejected is not None:
-                self._finish_locked(rejected[0], error_outcome(rejected[0].spec, rejected[1]))
+                self._finish_all_locked(rejected[0], rejected[1])
                 if rejected[0] is job:
                     admission = Admission(False, str(rejected[1]))
         self._deliver_after_shutdown()
@@ -125,7 +175,7 @@ class RequestScheduler:
         """End a job that cannot be admitted (an invalid request) with `error`, delivered like any outcome."""
         with self._lock:
             self._counts["submitted"] += 1
-            self._finish_locked(job, error_outcome(job.spec, error))
+            self._finish_all_locked(job, error)
         self._deliver_after_shutdown()
 
     def cancel(self, job: Job) -> None:
@@ -135,7 +185,7 @@ class RequestScheduler:
             g = self._groups.get(job.group)
             if g is not None and g.pending is job:
                 g.pending = None
-                self._finish_locked(job, error_outcome(job.spec, RequestCancelled("cancelled while waiting")))
+                self._finish_all_locked(job, RequestCancelled("cancelled while waiting"))
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -175,12 +225,12 @@ class RequestScheduler:
             else:
                 first = True
                 self._closed = True
+                self._deadlines.clear()
+                self._deadline_wake.notify_all()
                 for g in self._groups.values():
                     if g.pending is not None:
                         job, g.pending = g.pending, None
-                        self._finish_locked(
-                            job, error_outcome(job.spec, RequestCancelled("the node is shutting down"))
-                        )
+                        self._finish_all_locked(job, RequestCancelled("the node is shutting down"))
                     for job in g.running:
                         job.cancel.set()
             while any(g.running for g in self._groups.values()):
@@ -190,13 +240,10 @@ class RequestScheduler:
                 self._idle.wait(left)
             for g in self._groups.values():
                 for job in g.running:
-                    self._finish_locked(
+                    self._finish_all_locked(
                         job,
-                        error_outcome(
-                            job.spec,
-                            RequestCancelled(
-                                f"the node shut down; the request did not stop within {timeout_s:g} s"
-                            ),
+                        RequestCancelled(
+                            f"the node shut down; the request did not stop within {timeout_s:g} s"
                         ),
                     )
         if first:
@@ -213,11 +260,17 @@ class RequestScheduler:
         self._pool.submit(self._run, job)
 
     def _run(self, job: Job) -> None:
+        def report(outcome: Outcome) -> None:  # an early outcome (a quick task of several): delivered now
+            with self._lock:
+                self._finish_locked(job, outcome)
+
+        outcomes: Sequence[Outcome] = ()
+        failure: ReasonerError | None = None
         try:
-            outcome = self._execute(job)
+            outcomes = self._execute(job, report)
         except Exception as exc:  # execute() should not raise; the one-outcome promise must hold if it does
             _log.exception("request %s failed unexpectedly", job.spec.request_id)
-            outcome = error_outcome(job.spec, ReasonerError(f"{type(exc).__name__}: {exc}"))
+            failure = ReasonerError(f"{type(exc).__name__}: {exc}")
         with self._lock:
             g = self._groups[job.group]
             if job in g.running:
@@ -227,15 +280,65 @@ class RequestScheduler:
             if g.pending is not None and not self._closed:
                 nxt, g.pending = g.pending, None
                 self._start(g, nxt)
-            self._finish_locked(job, outcome)
+            for outcome in outcomes:
+                self._finish_locked(job, outcome)
+            # A request execute() gave no outcome for (a bug) still gets one.
+            self._finish_all_locked(job, failure or ReasonerError("the request ended without an outcome"))
             self._idle.notify_all()
 
     def _finish_locked(self, job: Job, outcome: Outcome) -> None:
-        if job._finished:
+        """Queue one request's outcome for delivery, unless that request already has one."""
+        if outcome.request_id in job._finished:
             return
-        job._finished = True
+        if outcome.request_id not in {s.request_id for s in job.specs}:
+            _log.error("request %s: an outcome for no request of its job (dropped)", outcome.request_id)
+            return
+        job._finished.add(outcome.request_id)
         self._undelivered += 1
         self._deliveries.put((job, outcome))
+
+    def _finish_all_locked(self, job: Job, error: ReasonerError) -> None:
+        """Every request of the job without an outcome yet ends with `error`."""
+        for spec in job.specs:
+            if spec.request_id not in job._finished:
+                self._finish_locked(job, error_outcome(spec, error))
+
+    # -- deadlines -----------------------------------------------------------------------------------------
+
+    def _watch_deadline(self, job: Job) -> None:
+        deadline = job.spec.deadline(time.monotonic())
+        if deadline is not None:
+            heapq.heappush(self._deadlines, (deadline, next(self._sequence), job, False))
+            self._deadline_wake.notify_all()
+
+    def _deadline_loop(self) -> None:
+        with self._lock:
+            while not self._closed:
+                if not self._deadlines:
+                    self._deadline_wake.wait()
+                    continue
+                left = self._deadlines[0][0] - time.monotonic()
+                if left > 0:
+                    self._deadline_wake.wait(left)
+                    continue
+                when, _, job, hard = heapq.heappop(self._deadlines)
+                if job.done:
+                    continue
+                error = DeadlineExceeded(f"the deadline of {job.spec.deadline_s:g} s passed")
+                g = self._groups.get(job.group)
+                if g is not None and g.pending is job:
+                    g.pending = None  # waited for a slot until its deadline
+                    self._finish_all_locked(job, error)
+                elif not hard:
+                    job.cancel.expire()  # the request stops and ends as a timeout with what it had done
+                    heapq.heappush(
+                        self._deadlines, (when + _DEADLINE_GRACE_S, next(self._sequence), job, True)
+                    )
+                else:
+                    # It did not stop within the grace: its outcome now; the slot stays taken until it ends.
+                    self._finish_all_locked(
+                        job, DeadlineExceeded(f"{error}; the request did not stop within the grace")
+                    )
 
     def _deliver_after_shutdown(self) -> None:
         """Once the delivery thread has ended, outcomes are delivered by the caller (a late trigger still gets
@@ -257,14 +360,21 @@ class RequestScheduler:
             self._hand_over(*item)
 
     def _hand_over(self, job: Job, outcome: Outcome) -> None:
-        job.outcome = outcome
+        if self._finalize is not None:
+            try:
+                outcome = self._finalize(job, outcome)
+            except Exception:
+                _log.exception(
+                    "request %s: finalizing the outcome failed (published as it was)", outcome.request_id
+                )
+        job.outcomes[outcome.request_id] = outcome
         try:
             self._deliver(job, outcome)
         except Exception:
             _log.exception("request %s: delivering the outcome failed", outcome.request_id)
-        if job.on_done is not None:
+        if job.on_done is not None and len(job.outcomes) == len(job.specs):
             try:
-                job.on_done(outcome)
+                job.on_done(tuple(job.outcomes[s.request_id] for s in job.specs))
             except Exception:
                 _log.exception("request %s: completion callback failed", outcome.request_id)
         with self._lock:

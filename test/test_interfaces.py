@@ -48,11 +48,21 @@ def test_parts_round_trip(msg_type: type) -> None:
 def test_reason_action_parts_round_trip() -> None:
     goal = Reason.Goal(task="grounding_2d", instruction="red cube", cameras=["front"], clip_seconds=4.0)
     assert deserialize_message(serialize_message(goal), Reason.Goal) == goal
+    several = Reason.Goal(
+        tasks=["next_action", "grounding_2d"],
+        instructions=["", "red cube"],
+        deadline_s=1.5,
+        reasoning_off=True,
+        max_result_age_s=-1.0,
+    )
+    assert deserialize_message(serialize_message(several), Reason.Goal) == several
+    timed = Reason.Feedback(stage_name="querying", time_left_s=0.25, task="grounding_2d", request_id="n-1-2")
+    assert deserialize_message(serialize_message(timed), Reason.Feedback) == timed
     feedback = Reason.Feedback(
         stage=Reason.Feedback.STAGE_STREAMING, stage_name="streaming", partial_text="<think>", elapsed_s=1.5
     )
     assert deserialize_message(serialize_message(feedback), Reason.Feedback) == feedback
-    result = Reason.Result(result=sample_result())
+    result = Reason.Result(result=sample_result(), results=[sample_result(), sample_result("lift it")])
     assert deserialize_message(serialize_message(result), Reason.Result) == result
     assert Reason.Feedback.STAGE_CAPTURING < Reason.Feedback.STAGE_QUERYING < Reason.Feedback.STAGE_STREAMING
 

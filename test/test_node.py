@@ -206,6 +206,7 @@ def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory
     params = base_params(
         "",
         tmp_path / "media",
+        max_step_m=2.0,  # the crafted path steps 1.006 m at most
         **{"camera.front.depth_topic": "/test_cam/depth", "camera.front.camera_info_topic": "/test_cam/info"},
     )
     with (

@@ -85,3 +85,18 @@ def test_every_parameter_is_in_the_shipped_yaml_with_a_comment() -> None:
         assert type(params[name]) is type(default) or (
             isinstance(default, float) and isinstance(params[name], int)
         )
+
+
+def test_trigger_tasks_and_publish_checks() -> None:
+    cfg = default_config(trigger_tasks=" next_action, ,trajectory ")
+    assert cfg.trigger_task_names() == ("next_action", "trajectory") and validate(cfg) == []
+    assert default_config().trigger_task_names() == ("next_action",)  # empty: the task parameter
+    many = validate(default_config(trigger_tasks=",".join(["caption"] * 9)))
+    assert many == ["trigger_tasks: at most 8 tasks, got 9"]
+    assert validate(default_config(publish_checks=["none"])) == []
+    assert validate(default_config(publish_checks=["max_step"])) == []
+    for bad in (["max_step", "none"], ["straightness"]):
+        problems = validate(default_config(publish_checks=bad))
+        assert len(problems) == 1 and problems[0].startswith("publish_checks: names from points_in_image")
+    assert any(p.startswith("min_depth_fraction:") for p in validate(default_config(min_depth_fraction=1.5)))
+    assert any(p.startswith("max_step_m:") for p in validate(default_config(max_step_m=0.0)))

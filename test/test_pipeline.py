@@ -5,6 +5,7 @@ Every path ends in one Outcome: success, each ReasonerError kind, and unexpected
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import socket
@@ -18,6 +19,7 @@ import av
 import cv2
 import numpy as np
 import pytest
+from support.processes import wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
@@ -26,7 +28,14 @@ from cosmos_reasoner_ros.clip_writer import ClipWriter
 from cosmos_reasoner_ros.errors import BusyError
 from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaStore
-from cosmos_reasoner_ros.pipeline import STAGES, Pipeline, PipelineSettings, RequestSpec, error_outcome
+from cosmos_reasoner_ros.pipeline import (
+    STAGES,
+    Cancel,
+    Pipeline,
+    PipelineSettings,
+    RequestSpec,
+    error_outcome,
+)
 from cosmos_reasoner_ros.request_builder import RequestSettings
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
@@ -83,7 +92,7 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
 
-    def __call__(self, stage: str, text: str) -> None:
+    def __call__(self, stage: str, text: str, request_id: str = "") -> None:
         self.events.append((stage, text))
 
     @property
@@ -241,7 +250,7 @@ def test_cancel_while_streaming(buffer: MultiCameraBuffer, tmp_path: Path) -> No
         cancel = threading.Event()
         rec = Recorder()
 
-        def on_progress(stage: str, text: str) -> None:
+        def on_progress(stage: str, text: str, request_id: str) -> None:
             rec(stage, text)
             if stage == "streaming" and len(text) > 50:
                 cancel.set()
@@ -272,7 +281,7 @@ def test_unexpected_exception_is_internal_and_logged(
     assert out.error_kind == "internal" and "RuntimeError: encoder exploded" in out.error
     assert any("x" in r.getMessage() and r.exc_info for r in caplog.records)
 
-    def bad_callback(stage: str, text: str) -> None:
+    def bad_callback(stage: str, text: str, request_id: str) -> None:
         raise ValueError("callback bug")
 
     server.push(ScriptedReply(text="fine"))
@@ -382,3 +391,124 @@ def test_a_stale_camera_is_left_out_and_named_not_fatal(
     assert (
         none_fresh.error_kind == "no_frames" and "front" in none_fresh.error and "wrist" in none_fresh.error
     )
+
+
+# ---- several tasks about one clip, reasoning off, deadlines, age ---
+
+
+def test_several_tasks_of_one_clip_write_it_once_and_name_it_with_one_uuid(
+    buffer: MultiCameraBuffer, tmp_path: Path
+) -> None:
+    """One capture, one video file and one image for three tasks; every request names its media with the
+    clip's uuid; the second video question waits for the first one's first token (its prefill), the image
+    question (other media) does not; each outcome is handed over as soon as its request ends."""
+    arrivals: dict[str, float] = {}
+
+    def reply(body: dict[str, Any]) -> ScriptedReply:
+        text = body["messages"][-1]["content"][-1]["text"]
+        name = "trajectory" if "trajectory" in text else "caption" if "Describe" in text else "next_action"
+        arrivals[name] = time.monotonic()
+        if name == "next_action":  # prefill 0.4 s, then a long answer
+            return ScriptedReply(
+                text="<think>\nlong\n</think>\n\n" + "step " * 30, delay_s=0.4, chunk_delay_s=0.03
+            )
+        return ScriptedReply(text=TRAJECTORY if name == "trajectory" else "A robot arm.", cached_tokens=64)
+
+    specs = [
+        RequestSpec("c-1", "next_action", clip_id="clip-1"),
+        RequestSpec("c-2", "caption", clip_id="clip-1"),
+        RequestSpec("c-3", "trajectory", "pick up the cup", clip_id="clip-1"),
+    ]
+    handed: list[str] = []
+    with ScriptedServer(reply) as server:
+        t0 = time.monotonic()
+        outcomes = make_pipeline(buffer, tmp_path, server.base_url).run_clip(
+            specs, on_outcome=lambda o: handed.append(o.request_id)
+        )
+        bodies = list(server.requests)
+    assert [o.request_id for o in outcomes] == ["c-1", "c-2", "c-3"]
+    assert all(o.success for o in outcomes), [o.error for o in outcomes]
+    assert [o.task for o in outcomes] == ["next_action", "caption", "trajectory"]
+    assert {o.clip_id for o in outcomes} == {"clip-1"}
+    assert outcomes[0].answer.startswith("step") and outcomes[1].answer == "A robot arm."
+    assert outcomes[2].parsed is not None and len(outcomes[2].parsed.trajectories) == 1
+    assert outcomes[1].cached_tokens == 64 and outcomes[0].cached_tokens == 0
+    files = sorted(p.suffix for p in tmp_path.iterdir() if p.is_file())
+    assert files == [".jpg", ".mp4"]  # written once per media kind
+    parts = {b["messages"][-1]["content"][-1]["text"][:10]: b["messages"][-1]["content"][0] for b in bodies}
+    videos = [p for p in parts.values() if p["type"] == "video_url"]
+    assert len(videos) == 2 and videos[0] == videos[1]  # the same file, the same uuid
+    assert videos[0]["uuid"] == "clip-1:video:front"
+    assert [p["uuid"] for p in parts.values() if p["type"] == "image_url"] == ["clip-1:image:front"]
+    first_token = arrivals["next_action"] + 0.4
+    assert arrivals["caption"] >= first_token - 0.05  # sent after the first question's prefill
+    assert arrivals["trajectory"] < first_token - 0.2  # another media kind: not held back
+    assert handed[-1] == "c-1" and sorted(handed) == ["c-1", "c-2", "c-3"]  # the long answer comes last
+    assert time.monotonic() - t0 < 5
+
+
+def test_an_invalid_task_among_several_fails_alone(
+    buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path
+) -> None:
+    specs = [RequestSpec("a", "next_action"), RequestSpec("b", "trajectory")]  # {task} has no value
+    ok, bad = make_pipeline(buffer, tmp_path, server.base_url).run_clip(specs)
+    assert ok.success and (bad.success, bad.error_kind) == (False, "invalid_request")
+    assert len(server.requests) == 1
+
+
+def test_reasoning_off_sends_the_plain_prompt_and_profile(
+    buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.push(ScriptedReply(text="Lift the cup."))
+    out = make_pipeline(buffer, tmp_path, server.base_url).run(
+        RequestSpec("f", "next_action", reasoning=False)
+    )
+    assert out.success and out.answer == "Lift the cup." and not out.reasoning_requested
+    body = server.requests[-1]
+    assert body["messages"][-1]["content"][-1]["text"] == "What can be the next immediate action?"
+    assert (body["temperature"], body["top_p"], body["presence_penalty"]) == (0.7, 0.8, 1.5)
+    server.push(ScriptedReply())
+    assert (
+        make_pipeline(buffer, tmp_path, server.base_url)
+        .run(RequestSpec("g", "next_action"))
+        .reasoning_requested
+    )
+    assert "<think>" in server.requests[-1]["messages"][-1]["content"][-1]["text"]
+
+
+def test_an_expired_cancel_ends_as_a_timeout_and_closes_the_stream_at_the_server(
+    buffer: MultiCameraBuffer, tmp_path: Path
+) -> None:
+    slow = ScriptedReply(text="word " * 200, chunk_delay_s=0.02)
+    with ScriptedServer(default=slow) as server:
+        pipeline = make_pipeline(buffer, tmp_path, server.base_url)
+        cancel = Cancel()
+        timer = threading.Timer(0.4, cancel.expire)
+        timer.start()
+        out = pipeline.run(RequestSpec("d", "next_action", deadline_s=0.4), cancel=cancel)
+        assert (out.success, out.error_kind) == (False, "timeout")
+        assert "deadline of 0.4 s passed" in out.error and 0 < len(out.answer) < len(slow.text)
+        assert out.timings is not None and out.timings.first_token is not None
+        wait_until(lambda: server.disconnects == 1, 5, "the server to see the stream closed")
+        plain = Cancel()
+        plain.set()  # a caller's cancel is not a timeout
+        assert pipeline.run(RequestSpec("e", "next_action"), cancel=plain).error_kind == "cancelled"
+
+
+def test_the_age_at_publication_and_a_stale_success(
+    buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.push(ScriptedReply(text=TRAJECTORY))
+    out = make_pipeline(buffer, tmp_path, server.base_url).run(
+        RequestSpec("s", "trajectory", "pick", max_result_age_s=2.0)
+    )
+    assert out.success and out.max_age_s == 2.0
+    fresh = out.published(out.clip_end_ns + 1_500_000_000)
+    assert fresh.success and fresh.age_s == pytest.approx(1.5) and fresh.published_ns > 0
+    stale = out.published(out.clip_end_ns + 2_500_000_000)
+    assert (stale.success, stale.error_kind) == (False, "stale") and stale.age_s == pytest.approx(2.5)
+    assert "2.500 s old" in stale.error and stale.parsed == out.parsed  # the answer is kept
+    unlimited = dataclasses.replace(out, max_age_s=0.0).published(out.clip_end_ns + 10**12)
+    assert unlimited.success and unlimited.age_s == pytest.approx(1000.0)
+    failed = error_outcome(RequestSpec("b", "trajectory", max_result_age_s=1.0), BusyError("busy"))
+    assert failed.published(10**12).error_kind == "busy"  # only successes become stale

@@ -6,8 +6,14 @@ import math
 
 import pytest
 
+from cosmos_reasoner_ros.parameters import MAX_TASKS_PER_CLIP
 from cosmos_reasoner_ros.pipeline import RequestSpec
-from cosmos_reasoner_ros.request_checks import instruction_problem, request_problem
+from cosmos_reasoner_ros.request_checks import (
+    RequestGroup,
+    group_problem,
+    instruction_problem,
+    request_problem,
+)
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
 CATALOG = TaskCatalog.load()
@@ -42,3 +48,31 @@ def test_cameras_task_and_instruction() -> None:
 def test_instruction_problem() -> None:
     assert instruction_problem("ok", 2) == ""
     assert "3 characters" in instruction_problem("abc", 2)
+
+
+@pytest.mark.parametrize("name", ["deadline_s", "max_result_age_s"])
+@pytest.mark.parametrize("seconds", [math.inf, math.nan, -1.0, 1e9])
+def test_deadline_and_age_limit_must_be_finite_and_bounded(name: str, seconds: float) -> None:
+    assert f"{name} must be 0 (none) or a number of seconds up to 86400" in problem(**{name: seconds})
+    assert problem(**{name: 2.5}) == ""
+
+
+def group(*specs: RequestSpec, explicit: tuple[bool, ...] = (), note: str = "") -> str:
+    flags = explicit or tuple(False for _ in specs)
+    return group_problem(RequestGroup(specs, flags, note), ["front"], CATALOG, 30.0, 2000)
+
+
+def test_a_group_of_tasks_is_checked_task_by_task_and_bounded() -> None:
+    ok = (RequestSpec("a", "next_action"), RequestSpec("b", "grounding_2d", "the cup"))
+    assert group(*ok, explicit=(False, True)) == ""
+    assert group(RequestSpec("a", "next_action"), RequestSpec("b", "fly")) == (
+        "task 2 (fly): unknown task 'fly'; known: " + ", ".join(CATALOG.names())
+    )
+    too_many = [RequestSpec(f"r{i}", "caption") for i in range(MAX_TASKS_PER_CLIP + 1)]
+    assert (
+        group(*too_many) == f"at most {MAX_TASKS_PER_CLIP} tasks about one clip, got {MAX_TASKS_PER_CLIP + 1}"
+    )
+    assert group() == "no task to ask"
+    assert group(*ok, note="2 instructions for 3 tasks") == "2 instructions for 3 tasks"
+    single = group(RequestSpec("a", "next_action", "open it"), explicit=(True,))
+    assert single.startswith("task 'next_action' takes no instruction")  # one task: no "task 1" prefix

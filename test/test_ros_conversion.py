@@ -191,3 +191,52 @@ def test_diagnostics() -> None:
     }
     with pytest.raises(KeyError):
         diagnostic_status("x", "fatal", "", {})
+
+
+def test_result_msg_carries_timing_age_clip_id_and_checks() -> None:
+    """The steady-clock marks become stamps on the node's clock: the trigger stamp plus each interval."""
+    import dataclasses
+
+    from cosmos_reasoner_ros.pipeline import Timings
+    from cosmos_reasoner_ros.result_checks import Check
+
+    trigger_ns = START + 3 * NS
+    outcome = dataclasses.replace(
+        sample_outcome(),
+        clip_id="clip-7",
+        trigger_ns=trigger_ns,
+        timings=Timings(
+            trigger=100.0, started=100.01, request_sent=100.05, first_token=100.3, response_received=101.0
+        ),
+        cached_tokens=848,
+        reasoning_requested=True,
+        max_age_s=2.0,
+        checks=(
+            Check("points_in_image", True, 1.0, 1.0, "all inside"),
+            Check("max_step", False, 0.9, 0.5, "far"),
+        ),
+        checks_passed=False,
+    ).published(trigger_ns + 1_100_000_000)
+    msg = roundtrip(result_msg(outcome, "front_optical"))
+    assert isinstance(msg, ReasonerResult)
+    assert msg.clip_id == "clip-7" and msg.cached_prompt_tokens == 848 and msg.reasoning_requested
+    assert time_to_ns(msg.trigger_stamp) == trigger_ns
+    assert time_to_ns(msg.request_sent_stamp) == trigger_ns + 50_000_000
+    assert time_to_ns(msg.first_token_stamp) == trigger_ns + 300_000_000
+    assert time_to_ns(msg.answer_stamp) == trigger_ns + 1_000_000_000
+    assert (
+        msg.age_s == pytest.approx(2.1) and msg.max_age_s == 2.0
+    )  # clip end START+2 s, published START+4.1 s
+    assert (msg.success, msg.error_kind) == (False, "stale")
+    assert [(c.name, c.passed, c.value, c.limit, c.detail) for c in msg.checks] == [
+        ("points_in_image", True, 1.0, 1.0, "all inside"),
+        ("max_step", False, 0.9, 0.5, "far"),
+    ]
+    assert not msg.checks_passed
+    never_sent = roundtrip(
+        result_msg(
+            error_outcome(RequestSpec("b", "next_action", trigger_ns=trigger_ns), ServerUnavailable("down"))
+        )
+    )
+    assert time_to_ns(never_sent.trigger_stamp) == trigger_ns
+    assert time_to_ns(never_sent.request_sent_stamp) == 0 and time_to_ns(never_sent.answer_stamp) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -28,13 +29,13 @@ class Runner:
         self.done_callbacks: Counter[str] = Counter()
         self.lock = threading.Lock()
 
-    def execute(self, job: Job) -> Outcome:
+    def execute(self, job: Job, _report: object) -> tuple[Outcome, ...]:
         with self.lock:
             self.started.append(job.spec.request_id)
         while not self.release.wait(0.01):
             if job.cancel.is_set():
-                return Outcome(job.spec.request_id, job.spec.task, "", False, "cancelled", "cancelled")
-        return Outcome(job.spec.request_id, job.spec.task, "", True, answer="ok")
+                return (Outcome(job.spec.request_id, job.spec.task, "", False, "cancelled", "cancelled"),)
+        return (Outcome(job.spec.request_id, job.spec.task, "", True, answer="ok"),)
 
     def deliver(self, job: Job, outcome: Outcome) -> None:
         with self.lock:
@@ -48,7 +49,7 @@ class Runner:
 def job(n: int, group: tuple[str, ...] = ("front",), runner: Runner | None = None) -> Job:
     j = Job(spec=RequestSpec(request_id=f"r{n}", task="next_action"), group=group)
     if runner is not None:
-        j.on_done = lambda o: runner.done_callbacks.update([o.request_id])
+        j.on_done = lambda outcomes: runner.done_callbacks.update(o.request_id for o in outcomes)
     return j
 
 
@@ -137,9 +138,9 @@ def test_cancel_ends_a_waiting_job_at_once_and_stops_a_running_one() -> None:
 def test_shutdown_cancels_everything_and_is_bounded_even_when_a_request_ignores_cancel() -> None:
     stuck = threading.Event()
 
-    def execute(j: Job) -> Outcome:
+    def execute(j: Job, _report: object) -> tuple[Outcome, ...]:
         stuck.wait(10)  # ignores its cancel event
-        return Outcome(j.spec.request_id, "t", "", True)
+        return (Outcome(j.spec.request_id, "t", "", True),)
 
     delivered: list[Outcome] = []
     s = RequestScheduler(execute, lambda _j, o: delivered.append(o), busy_policy="replace")
@@ -176,7 +177,7 @@ def test_a_failing_delivery_or_callback_does_not_stop_the_others() -> None:
             raise RuntimeError("publisher gone")
         seen.append(o.request_id)
 
-    s = RequestScheduler(lambda j: Outcome(j.spec.request_id, "t", "", True), deliver, max_in_flight=5)
+    s = RequestScheduler(lambda j, _r: (Outcome(j.spec.request_id, "t", "", True),), deliver, max_in_flight=5)
     bad = job(0)
     bad.on_done = lambda _o: (_ for _ in ()).throw(RuntimeError("callback bug"))
     for j in (bad, job(1), job(2)):
@@ -188,7 +189,7 @@ def test_a_failing_delivery_or_callback_does_not_stop_the_others() -> None:
 def test_execute_raising_still_gives_one_internal_outcome() -> None:
     delivered: list[Outcome] = []
 
-    def execute(_j: Job) -> Outcome:
+    def execute(_j: Job, _report: object) -> tuple[Outcome, ...]:
         raise ValueError("bug")
 
     s = RequestScheduler(execute, lambda _j, o: delivered.append(o))
@@ -204,3 +205,113 @@ def test_settings_are_checked() -> None:
         scheduler(runner, busy_policy="queue")
     with pytest.raises(ValueError, match="max_in_flight"):
         scheduler(runner, max_in_flight=0)
+
+
+# ---- several requests about one clip, deadlines, finalize ---
+
+
+def spec(name: str, deadline_s: float = 0.0) -> RequestSpec:
+    return RequestSpec(
+        request_id=name, task="next_action", trigger_time=time.monotonic(), deadline_s=deadline_s
+    )
+
+
+def test_several_requests_of_one_job_take_one_slot_and_each_gets_one_outcome_as_it_ends() -> None:
+    """A quick task's outcome is delivered at once (early report), the slot is held until the last one ends,
+    on_done gets all of them once, in the job's order; a request execute() forgot still gets one."""
+    release = threading.Event()
+    delivered: list[str] = []
+    done: list[tuple[str, ...]] = []
+
+    def execute(j: Job, report: Callable[[Outcome], None]) -> tuple[Outcome, ...]:
+        quick = Outcome(j.more[0].request_id, "caption", "", True, answer="quick")
+        report(quick)
+        release.wait(5)
+        return (Outcome(j.spec.request_id, "next_action", "", True), quick)  # j.more[1]: forgotten
+
+    s = RequestScheduler(execute, lambda _j, o: delivered.append(o.request_id))
+    j = Job(spec("a"), ("front",), more=(spec("b"), spec("c")))
+    j.on_done = lambda outcomes: done.append(tuple(o.request_id for o in outcomes))
+    assert s.submit(j).accepted
+    wait_until(lambda: delivered == ["b"], 5, "the quick outcome first")
+    assert not s.submit(Job(spec("d"), ("front",))).accepted  # the job holds the camera group's slot
+    assert s.in_flight() == 1 and done == []
+    release.set()
+    wait_until(lambda: len(delivered) == 4, 5, "every outcome")
+    assert sorted(delivered) == ["a", "b", "c", "d"] and delivered.count("b") == 1
+    assert done == [("a", "b", "c")]
+    assert j.outcomes["c"].error_kind == "internal" and j.outcome is j.outcomes["a"]
+    assert s.shutdown(1.0)
+
+
+def test_a_deadline_cancels_the_request_which_ends_as_a_timeout_with_its_own_outcome() -> None:
+    """At the deadline the job's cancel event is set as expired (the pipeline then reports a timeout with what
+    it had done); a waiting job ends at its deadline without running."""
+    seen: list[tuple[str, bool]] = []
+    delivered: list[Outcome] = []
+
+    def execute(j: Job, _report: object) -> tuple[Outcome, ...]:
+        j.cancel.wait(5)
+        seen.append((j.spec.request_id, j.cancel.expired))
+        return (Outcome(j.spec.request_id, "t", "", False, "timeout", "deadline, with the partial answer"),)
+
+    s = RequestScheduler(execute, lambda _j, o: delivered.append(o), busy_policy="replace")
+    t0 = time.monotonic()
+    s.submit(Job(spec("r", deadline_s=0.3), ("front",)))
+    s.submit(Job(spec("w", deadline_s=0.2), ("front",)))  # waits for the slot past its deadline
+    wait_until(lambda: len(delivered) == 2, 5, "both outcomes")
+    assert [(o.request_id, o.error_kind) for o in delivered] == [("w", "timeout"), ("r", "timeout")]
+    assert "deadline of 0.2 s passed" in delivered[0].error
+    assert delivered[1].error == "deadline, with the partial answer"  # the request's own outcome
+    assert seen == [("r", True)] and 0.25 < time.monotonic() - t0 < 2.0
+    assert s.counts()["timeout"] == 2
+    assert s.shutdown(1.0)
+
+
+def test_a_request_that_ignores_its_deadline_gets_a_timeout_after_the_grace_and_keeps_its_slot() -> None:
+    stuck = threading.Event()
+    delivered: list[Outcome] = []
+
+    def execute(j: Job, _report: object) -> tuple[Outcome, ...]:
+        stuck.wait(10)
+        return (Outcome(j.spec.request_id, "t", "", True),)
+
+    s = RequestScheduler(execute, lambda _j, o: delivered.append(o))
+    t0 = time.monotonic()
+    s.submit(Job(spec("x", deadline_s=0.2), ("front",), more=(spec("y"),)))
+    wait_until(lambda: len(delivered) == 2, 5, "timeouts for both requests")
+    assert 0.4 <= time.monotonic() - t0 < 1.5  # the deadline plus the grace
+    assert {o.error_kind for o in delivered} == {"timeout"} and "did not stop" in delivered[0].error
+    assert s.in_flight() == 1  # still running: the slot is honest about it
+    stuck.set()
+    wait_until(lambda: s.in_flight() == 0, 5, "the slot freed")
+    time.sleep(0.1)
+    assert len(delivered) == 2  # the late success is dropped
+    assert s.shutdown(1.0)
+
+
+def test_finalize_changes_the_outcome_everyone_sees_and_a_failing_one_changes_nothing() -> None:
+    delivered: list[Outcome] = []
+    done: list[tuple[Outcome, ...]] = []
+
+    def finalize(_j: Job, o: Outcome) -> Outcome:
+        if o.request_id == "boom":
+            raise RuntimeError("finalize bug")
+        return Outcome(o.request_id, o.task, "", False, "stale", "too old")
+
+    s = RequestScheduler(
+        lambda j, _r: (Outcome(j.spec.request_id, "t", "", True),),
+        lambda _j, o: delivered.append(o),
+        finalize=finalize,
+        max_in_flight=2,
+    )
+    old, boom = Job(spec("old"), ("front",)), Job(spec("boom"), ("front",))
+    old.on_done = done.append
+    s.submit(old)
+    s.submit(boom)
+    wait_until(lambda: len(delivered) == 2 and done, 5, "both delivered")
+    kinds = {o.request_id: o.error_kind or "success" for o in delivered}
+    assert kinds == {"old": "stale", "boom": "success"}
+    assert done[0][0].error_kind == "stale" and old.outcome is not None and old.outcome.error_kind == "stale"
+    assert s.counts()["stale"] == 1 and s.counts()["success"] == 1
+    assert s.shutdown(1.0)

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from builtin_interfaces.msg import Time
-from cosmos_reasoner_ros.msg import BoundingBox2D, ReasonerResult, TimeSegment, Trajectory2D
+from cosmos_reasoner_ros.msg import (
+    BoundingBox2D,
+    GeometryCheck,
+    ReasonerResult,
+    TimeSegment,
+    Trajectory2D,
+)
 from geometry_msgs.msg import Point
 
 
@@ -64,4 +70,20 @@ def sample_result(text: str = "move the left arm to the box") -> ReasonerResult:
     msg.latency_s = 2.5
     msg.time_to_first_token_s = 0.142
     msg.finish_reason = "stop"
+    msg.clip_id = "reasoner_node-7-0a1b2c3d"
+    msg.cached_prompt_tokens = 1024
+    msg.reasoning_requested = True
+    msg.trigger_stamp = Time(sec=1_700_000_008, nanosec=300_000_000)
+    msg.request_sent_stamp = Time(sec=1_700_000_008, nanosec=320_000_000)
+    msg.first_token_stamp = Time(sec=1_700_000_008, nanosec=462_000_000)
+    msg.answer_stamp = Time(sec=1_700_000_010, nanosec=820_000_000)
+    msg.age_s = 2.58
+    msg.max_age_s = 3.0
+    msg.checks = [
+        GeometryCheck(
+            name="points_in_image", passed=True, value=1.0, limit=1.0, detail="all 2 points inside"
+        ),
+        GeometryCheck(name="max_step", passed=False, value=0.74, limit=0.5, detail="largest step 0.740 m"),
+    ]
+    msg.checks_passed = False
     return msg
