@@ -300,10 +300,11 @@ def print_results(records: Sequence[ResultRecord], report_dir: Path) -> None:
             print(f"    reasoning: {_short(r.reasoning)}")
         print(f"    answer: {_short(r.answer)}")
         for t in r.trajectories:
-            px = [[round(x / 1000 * t["width"]), round(y / 1000 * t["height"])] for x, y in t["points_norm"]]
-            print(f"    trajectory {t['label']!r} in pixels of {t['width']}x{t['height']}: {px}")
+            px = [[round(x), round(y)] for x, y in t.pixels()]
+            print(f"    trajectory {t.label!r} in pixels of {t.width}x{t.height}: {px}")
         for b in r.boxes:
-            print(f"    box {b['label']!r} (0-1000): {b['norm']}")
+            norm = [b.box.x1_norm, b.box.y1_norm, b.box.x2_norm, b.box.y2_norm]
+            print(f"    box {b.label!r} (0-1000): {norm}")
         if r.image:
             print(f"    annotated image: {report_dir / r.image}")
 
@@ -340,7 +341,7 @@ def run(args: argparse.Namespace) -> int:
         tasks=tasks,
         at_s=(made.duration_s,),  # once, at the end of the clip: the clip ends at the newest frame
         params=tuple(params),
-        wait=True,
+        lock_step=True,
         timeout_s=600.0,
         image_format="png",
     )

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.errors import ReasonerError
@@ -80,12 +81,35 @@ def _add_record(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--storage", default="mcap")
 
 
+def _add_checks(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--baseline", type=Path, help="previous results to compare with (results.jsonl or its folder)"
+    )
+    p.add_argument("--tolerances", type=Path, help="YAML overriding the shipped config/tolerances.yaml")
+    p.add_argument(
+        "--junit", type=Path, metavar="FILE", help="write JUnit XML (a test case per request and check)"
+    )
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server-url", default="http://127.0.0.1:8000/v1")
+    p.add_argument("--timeout", type=float, default=120.0, help="[s] to wait for outstanding answers")
+    p.add_argument("--image-format", default="jpg", choices=["jpg", "png"])
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="also record the camera and the node's outputs into OUTPUT/outputs",
+    )
+
+
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("evaluate", help="replay a bag into reasoner_node, trigger tasks, write a report")
-    p.add_argument("bag", type=Path, nargs="?", help="camera bag (with --results: the frames, optional)")
+    p = sub.add_parser("evaluate", help="replay bags into reasoner_node, trigger tasks, judge and report")
+    p.add_argument(
+        "bags", type=Path, nargs="*", help="camera bags or folders of bags (with --results: the frames)"
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="report folder")
     p.add_argument("--results", type=Path, help="build the report from ReasonerResults recorded in this bag")
-    p.add_argument("--server-url", default="http://127.0.0.1:8000/v1")
     p.add_argument(
         "--task",
         action="append",
@@ -99,12 +123,50 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--params-file", type=Path, help="node parameters (default: the shipped reasoner.yaml)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME:=VALUE")
     p.add_argument("--rate", type=float, default=1.0, help="playback speed factor")
-    p.add_argument("--wait", action="store_true", help="pause playback while requests are in flight")
-    p.add_argument("--timeout", type=float, default=120.0, help="[s] to wait for outstanding answers")
-    p.add_argument("--image-format", default="jpg", choices=["jpg", "png"])
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--lock-step",
+        "--wait",
+        dest="lock_step",
+        action="store_true",
+        help="playback waits until the node has taken in every frame before a trigger and stands still while "
+        "its requests are in flight: the same clip windows on any machine",
+    )
+    p.add_argument(
+        "--in-flight",
+        type=int,
+        default=0,
+        metavar="N",
+        help="at most N requests in flight; several bags then play at once, each into its own node "
+        "(0: no bound)",
+    )
     p.add_argument("--no-depth", action="store_true", help="do not pass the bag's depth topic to the node")
-    p.add_argument("--record", action="store_true", help="also record the node's outputs into OUTPUT/outputs")
+    p.add_argument(
+        "--media-dir",
+        type=Path,
+        help="where the node writes clips (readable by the server); default OUTPUT/media",
+    )
+    p.add_argument("--title", default="")
+    _add_run(p)
+    _add_checks(p)
+
+
+def _add_scenario(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "scenario", help="run scenario files (or folders of them): bags, goals, tolerances, sweeps"
+    )
+    p.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files or folders of them")
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, help="output folder (a sub-folder per scenario)"
+    )
+    p.add_argument("--params-file", type=Path, help="node parameters for scenarios that name none")
+    _add_run(p)
+    p.add_argument("--baseline", type=Path, help="a previous output folder of the same scenarios")
+    p.add_argument(
+        "--tolerances", type=Path, help="YAML overriding the shipped tolerances (before a scenario's own)"
+    )
+    p.add_argument(
+        "--junit", type=Path, metavar="FILE", help="write JUnit XML (a test suite per scenario run)"
+    )
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -117,7 +179,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cosmos-reasoner-bag", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_make, _add_play, _add_record, _add_evaluate, _add_report):
+    for add in (_add_make, _add_play, _add_record, _add_evaluate, _add_scenario, _add_report):
         add(sub)
     return parser
 
@@ -228,34 +290,112 @@ def _record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _finish(runs: list[Any], junit: Path | None) -> int:
+    """Print each run's summary, write the JUnit file; 1 when a tolerance was exceeded."""
+    from cosmos_reasoner_ros.bag.finish import summary_lines
+    from cosmos_reasoner_ros.bag.junit import JUnitSuite, write_junit
+
+    for run in runs:
+        for line in summary_lines(run.result, run.name if len(runs) > 1 else ""):
+            print(line)
+    if junit is not None:
+        suites = [
+            JUnitSuite(
+                run.name,
+                run.result.verdict,
+                run.seconds,
+                (("baseline", run.baseline),) if run.baseline else (),
+            )
+            for run in runs
+        ]
+        print(f"junit: {write_junit(junit, suites)}")
+    return 0 if all(run.result.verdict.passed for run in runs) else 1
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from cosmos_reasoner_ros.bag import evaluate as ev
+    from cosmos_reasoner_ros.bag.tolerances import load_tolerances
 
+    tolerances = load_tolerances(args.tolerances)
     if args.results is not None:
-        files = ev.evaluate_recorded(args.results, args.output, args.bag, args.image_topic, args.image_format)
-    else:
-        if args.bag is None:
-            raise BagError("evaluate needs a bag (or --results RECORDED_BAG)")
-        at = tuple(float(t) for t in args.at.split(",") if t.strip()) if args.at else ()
-        options = ev.EvalOptions(
-            server_url=args.server_url,
-            tasks=tuple(ev.TaskSpec.parse(t) for t in args.task) or (ev.TaskSpec("next_action"),),
-            period_s=args.period,
-            at_s=at,
-            image_topic=args.image_topic,
-            params_file=args.params_file,
-            params=tuple(args.param),
-            rate=args.rate,
-            wait=args.wait,
-            timeout_s=args.timeout,
-            image_format=args.image_format,
-            progress=not args.no_progress,
-            record=args.record,
-            depth=not args.no_depth,
-        )
-        files = ev.evaluate_live(args.bag, args.output, options)
-    print(f"report: {files.index}")
-    return 0
+        from cosmos_reasoner_ros.bag.finish import finish_run
+        from cosmos_reasoner_ros.bag.frames import FrameIndex
+        from cosmos_reasoner_ros.bag.records import load_records, results_file
+        from cosmos_reasoner_ros.bag.suite import SuiteRun
+
+        if len(args.bags) > 1:
+            raise BagError("--results takes at most one camera bag (its frames)")
+        baseline = load_records(args.baseline) if args.baseline else None
+        records = ev.read_recorded(args.results)
+        frames = FrameIndex(args.bags[0], args.image_topic) if args.bags else None
+        try:
+            result = finish_run(
+                records,
+                args.output,
+                {"": frames} if frames is not None else {},
+                tolerances,
+                baseline,
+                str(results_file(args.baseline)) if args.baseline else "",
+                args.image_format,
+                args.title,
+            )
+        finally:
+            if frames is not None:
+                frames.close()
+        return _finish([SuiteRun(args.output.name, result, 0.0)], args.junit)
+    if not args.bags:
+        raise BagError("evaluate needs a bag (or --results RECORDED_BAG)")
+    if args.in_flight < 0:
+        raise BagError("--in-flight must be >= 0")
+    at = tuple(float(t) for t in args.at.split(",") if t.strip()) if args.at else ()
+    options = ev.EvalOptions(
+        server_url=args.server_url,
+        tasks=tuple(ev.TaskSpec.parse(t) for t in args.task) or (ev.TaskSpec("next_action"),),
+        period_s=args.period,
+        at_s=at,
+        image_topic=args.image_topic,
+        params_file=args.params_file,
+        params=tuple(args.param),
+        rate=args.rate,
+        lock_step=args.lock_step,
+        in_flight=args.in_flight,
+        timeout_s=args.timeout,
+        image_format=args.image_format,
+        progress=not args.no_progress,
+        record=args.record,
+        depth=not args.no_depth,
+        media_dir=args.media_dir,
+    )
+    from cosmos_reasoner_ros.bag.suite import run_bags
+
+    bags = ev.bag_paths(args.bags)
+    run = run_bags(bags, args.output, options, tolerances, args.baseline, args.title)
+    return _finish([run], args.junit)
+
+
+def _scenario(args: argparse.Namespace) -> int:
+    from cosmos_reasoner_ros.bag import evaluate as ev
+    from cosmos_reasoner_ros.bag.scenario import load_scenario, scenario_files
+    from cosmos_reasoner_ros.bag.suite import run_scenario
+
+    scenarios = [
+        load_scenario(path) for path in scenario_files(args.scenarios)
+    ]  # all checked before any runs
+    names = [s.name for s in scenarios]
+    if len(set(names)) != len(names):
+        raise BagError(f"scenario names must be distinct (they name the output folders): {names}")
+    base = ev.EvalOptions(
+        server_url=args.server_url,
+        params_file=args.params_file,
+        timeout_s=args.timeout,
+        image_format=args.image_format,
+        progress=not args.no_progress,
+        record=args.record,
+    )
+    runs = []
+    for scenario in scenarios:
+        runs += run_scenario(scenario, args.output, base, args.baseline, args.tolerances)
+    return _finish(runs, args.junit)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -269,7 +409,14 @@ def _report(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    run = {"make": _make, "play": _play, "record": _record, "evaluate": _evaluate, "report": _report}
+    run = {
+        "make": _make,
+        "play": _play,
+        "record": _record,
+        "evaluate": _evaluate,
+        "scenario": _scenario,
+        "report": _report,
+    }
     try:
         return run[args.command](args)
     except (

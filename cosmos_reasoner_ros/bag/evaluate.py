@@ -1,29 +1,57 @@
-"""`cosmos-reasoner-bag evaluate`: replays a bag into `reasoner_node` (a child process), sends Reason goals at
-bag times, and writes the report folder (results.jsonl, annotated frames, index.html, plots); or builds
-the same report from ReasonerResult messages recorded earlier (`--results`)."""
+"""`cosmos-reasoner-bag evaluate`: replays bags into `reasoner_node` (a child process per bag), sends Reason
+goals at bag times and collects one ResultRecord per goal; or reads ReasonerResults recorded earlier.
+
+Timing modes: by default the bag plays with its recorded timing and requests run beside it, as on a robot.
+In lock-step the player waits, before each trigger, until the node has handled every frame published so far
+(lockstep.IngestWatch), and stands still while the trigger's requests are in flight: each request then sees
+the same frames on any machine, at any playback rate. `in_flight` bounds the requests in flight over the run;
+several bags are then replayed at once (up to that many), each into its own node under its own namespace.
+"""
 
 from __future__ import annotations
 
-import bisect
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import cv2
-import numpy as np
+import yaml
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.io import image_connections, messages, open_reader, typestore
-from cosmos_reasoner_ros.bag.report import ReportFiles, ResultRecord, write_records, write_report
-from cosmos_reasoner_ros.errors import FrameError
+from cosmos_reasoner_ros.bag.frames import FrameIndex
+from cosmos_reasoner_ros.bag.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.records import ResultRecord, record_from_msg
+
+if TYPE_CHECKING:
+    from cosmos_reasoner_ros.bag.report import ReportFiles
 from cosmos_reasoner_ros.package_files import package_file
+
+__all__ = [
+    "BagRunInfo",
+    "EvalOptions",
+    "Goal",
+    "NodeHandle",
+    "NodeStarter",
+    "TaskSpec",
+    "bag_paths",
+    "default_params_file",
+    "evaluate_bags",
+    "evaluate_live",
+    "evaluate_recorded",
+    "node_command",
+    "node_parameters",
+    "read_recorded",
+    "schedule",
+    "trigger_times",
+]
 
 
 def default_params_file() -> Path | None:
@@ -47,23 +75,39 @@ class TaskSpec:
 
 
 @dataclass(frozen=True)
+class Goal:
+    """A task asked at given bag times, or every period (from one period in)."""
+
+    spec: TaskSpec
+    at_s: tuple[float, ...] = ()
+    period_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class EvalOptions:
     server_url: str = "http://127.0.0.1:8000/v1"
     tasks: tuple[TaskSpec, ...] = (TaskSpec("next_action"),)
     period_s: float = 2.0  # [s of bag time] trigger period; ignored when `at_s` is given
     at_s: tuple[float, ...] = ()  # [s from the bag's start] trigger times
+    goals: tuple[
+        Goal, ...
+    ] = ()  # each task at its own times (scenarios); when given, tasks/period/at are not used
     image_topic: str = ""  # empty: the bag's only colour image topic
     params_file: Path | None = None  # node parameters; None: the shipped config/reasoner.yaml
     params: tuple[str, ...] = ()  # extra node parameters, name:=value
     rate: float = 1.0
-    wait: bool = False  # pause playback while requests are in flight (slow servers)
-    timeout_s: float = 120.0  # [s] per request after playback ends / in --wait
+    lock_step: bool = (
+        False  # playback waits for the node's ingest before a trigger and for the answers after it
+    )
+    in_flight: int = 0  # at most this many requests in flight over the run (0: no bound; bags one at a time)
+    timeout_s: float = 120.0  # [s] per request after playback ends / per trigger in lock-step
     startup_timeout_s: float = 60.0  # [s] for the node's action server to appear
     node_name: str = "reasoner_node"
     image_format: str = "jpg"  # annotated frames: jpg or png
     progress: bool = True
-    record: bool = False  # also record the node's output topics into <out>/outputs (mcap)
+    record: bool = False  # also record the camera and the node's outputs into <out>/outputs (mcap)
     depth: bool = True  # give the node the bag's depth + CameraInfo topics (3D trajectories)
+    media_dir: Path | None = None  # where the node writes clips (the server must read it); a folder per bag
 
 
 def trigger_times(duration_s: float, period_s: float, at_s: Sequence[float] = ()) -> list[float]:
@@ -79,197 +123,33 @@ def trigger_times(duration_s: float, period_s: float, at_s: Sequence[float] = ()
     return [k * period_s for k in range(1, n + 1)]
 
 
-# ----------------------------------------------------------------------------------- frames and annotation
-
-
-class FrameIndex:
-    """The colour frames of a bag by header stamp, decoded on demand (only the frames a report shows)."""
-
-    def __init__(self, bag: Path, topic: str = "") -> None:
-        self.reader = open_reader(bag)
-        self.conn = image_connections(self.reader, topic)[0]
-        self.topic = self.conn.topic
-        self.store = typestore()
-        self._stamps: list[int] = []
-        self._bag_ns: list[int] = []
-        for _, bag_ns, data in messages(self.reader, [self.conn]):
-            msg: Any = self.store.deserialize_cdr(data, self.conn.msgtype)
-            self._stamps.append(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
-            self._bag_ns.append(bag_ns)
-        order = sorted(range(len(self._stamps)), key=self._stamps.__getitem__)
-        self._stamps = [self._stamps[i] for i in order]
-        self._bag_ns = [self._bag_ns[i] for i in order]
-        if not self._stamps:
-            raise BagError(f"topic {self.topic} has no messages")
-
-    @property
-    def start_ns(self) -> int:
-        return int(self.reader.start_time)
-
-    @property
-    def compressed(self) -> bool:
-        return self.conn.msgtype.endswith("CompressedImage")
-
-    def frame(self, stamp_ns: int) -> np.ndarray | None:
-        """RGB frame with the newest header stamp at or before `stamp_ns` (the first frame when none is)."""
-        from cosmos_reasoner_ros.image_conversion import message_to_array
-
-        i = max(0, bisect.bisect_right(self._stamps, stamp_ns) - 1)
-        bag_ns = self._bag_ns[i]
-        for _, _, data in messages(self.reader, [self.conn], bag_ns):
-            try:
-                image = message_to_array(self.store.deserialize_cdr(data, self.conn.msgtype), backend="numpy")
-            except FrameError:
-                return None
-            return image if image.ndim == 3 else None
-        return None
-
-    def close(self) -> None:
-        self.reader.close()
-
-
-def annotated_frame(record: ResultRecord, frame: np.ndarray) -> np.ndarray:
-    """The frame with the record's trajectories and boxes (drawn from the 0-1000 coordinates, so the frame's
-    size need not match the one the node sent), or the answer's first line as a caption."""
-    from cosmos_reasoner_ros.annotation import annotate
-    from cosmos_reasoner_ros.parsing import Box2D, Point2D, Trajectory
-
-    trajectories = [
-        Trajectory(
-            t.get("label", ""),
-            tuple(Point2D(t.get("label", ""), float(x), float(y)) for x, y in t.get("points_norm", [])),
-        )
-        for t in record.trajectories
+def schedule(duration_s: float, options: EvalOptions) -> list[tuple[float, TaskSpec]]:
+    """(bag time, task) of every goal, by time; goals at one time keep their order."""
+    goals = options.goals or tuple(Goal(spec, options.at_s, options.period_s) for spec in options.tasks)
+    items = [
+        (t, n, g.spec) for n, g in enumerate(goals) for t in trigger_times(duration_s, g.period_s, g.at_s)
     ]
-    boxes = [
-        Box2D(b.get("label", ""), *(float(v) for v in b.get("norm", [0, 0, 0, 0]))) for b in record.boxes
-    ]
-    caption = ""
-    if not trajectories and not boxes:
-        first = (record.answer.strip().splitlines() or [""])[0] if record.success else f"[{record.outcome}]"
-        caption = first
-    return annotate(frame, trajectories, boxes, caption=caption)
+    return [(t, spec) for t, _, spec in sorted(items, key=lambda i: (i[0], i[1]))]
 
 
-def save_image(rgb: np.ndarray, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(path), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)):
-        raise BagError(f"cannot write image {path}")
+def bag_paths(paths: Sequence[Path]) -> list[Path]:
+    """Bags given directly or as folders of bags (every sub-folder with a metadata.yaml, sorted)."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / "metadata.yaml").is_file() or not path.is_dir():
+            found.append(path)
+            continue
+        inside = sorted(p.parent for p in path.rglob("metadata.yaml"))
+        if not inside:
+            raise BagError(f"{path} is neither a bag nor a folder holding bags")
+        found += inside
+    labels = [p.name for p in found]
+    if len(set(labels)) != len(labels):
+        raise BagError(f"bags need distinct folder names to be told apart in the report: {labels}")
+    return found
 
 
-# ------------------------------------------------------------------------------- messages to records
-
-
-def _stamp_ns(t: Any) -> int:
-    return int(t.sec) * 1_000_000_000 + int(t.nanosec)
-
-
-def record_from_msg(msg: Any, trigger_s: float = 0.0) -> ResultRecord:
-    """A ReasonerResult (rclpy or rosbags object: the fields are read by name) as a ResultRecord."""
-    return ResultRecord(
-        request_id=msg.request_id,
-        task=msg.task,
-        instruction=msg.instruction,
-        trigger_s=round(trigger_s, 6),
-        stamp_ns=_stamp_ns(msg.header.stamp),
-        clip_start_ns=_stamp_ns(msg.clip_start),
-        clip_end_ns=_stamp_ns(msg.clip_end),
-        clip_frames=int(msg.clip_frames),
-        cameras=tuple(msg.cameras),
-        clip_uris=tuple(msg.clip_uris),
-        success=bool(msg.success),
-        error_kind=msg.error_kind,
-        error=msg.error,
-        reasoning=msg.reasoning,
-        answer=msg.answer,
-        choice=msg.choice,
-        trajectories=tuple(
-            {
-                "label": t.label,
-                "camera": t.camera,
-                "width": int(t.image_width),
-                "height": int(t.image_height),
-                "points_norm": [[float(p.x), float(p.y)] for p in t.points_norm],
-            }
-            for t in msg.trajectories
-        ),
-        boxes=tuple(
-            {
-                "label": b.label,
-                "camera": b.camera,
-                "width": int(b.image_width),
-                "height": int(b.image_height),
-                "norm": [float(b.x1_norm), float(b.y1_norm), float(b.x2_norm), float(b.y2_norm)],
-            }
-            for b in msg.boxes
-        ),
-        segments=tuple(
-            {"caption": s.caption, "start_s": float(s.start_offset_s), "end_s": float(s.end_offset_s)}
-            for s in msg.segments
-        ),
-        model=msg.model,
-        prompt_tokens=int(msg.prompt_tokens),
-        completion_tokens=int(msg.completion_tokens),
-        latency_s=float(msg.latency_s),
-        ttft_s=float(msg.time_to_first_token_s),
-        finish_reason=msg.finish_reason,
-    )
-
-
-def finish_report(
-    records: Sequence[ResultRecord],
-    out: Path,
-    frames: FrameIndex | None,
-    image_format: str = "jpg",
-    title: str = "",
-) -> ReportFiles:
-    """Annotated frames, results.jsonl, index.html and plots in `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    done = []
-    for n, record in enumerate(records, start=1):
-        image = ""
-        if frames is not None:
-            stamp = record.clip_end_ns or frames.start_ns + round(record.trigger_s * 1e9)
-            frame = frames.frame(stamp)
-            if frame is not None:
-                image = f"images/{n:04d}_{record.task or 'request'}.{image_format}"
-                save_image(annotated_frame(record, frame), out / image)
-        done.append(ResultRecord.from_dict({**record.__dict__, "image": image}) if image else record)
-    write_records(done, out / "results.jsonl")
-    return write_report(done, out, title or f"Cosmos Reasoner evaluation ({len(done)} requests)")
-
-
-def evaluate_recorded(
-    results_bag: Path,
-    out: Path,
-    images_bag: Path | None = None,
-    image_topic: str = "",
-    image_format: str = "jpg",
-) -> ReportFiles:
-    """The report from ReasonerResult messages in a recorded bag (every topic of that type)."""
-    reader = open_reader(results_bag)
-    try:
-        conns = [c for c in reader.connections if c.msgtype == "cosmos_reasoner_ros/msg/ReasonerResult"]
-        if not conns:
-            have = ", ".join(f"{c.topic} ({c.msgtype})" for c in reader.connections) or "none"
-            raise BagError(f"bag {results_bag} has no ReasonerResult topic; it has: {have}")
-        store = typestore()
-        records = []
-        start = reader.start_time
-        for conn, bag_ns, data in messages(reader, conns):
-            records.append(record_from_msg(store.deserialize_cdr(data, conn.msgtype), (bag_ns - start) / 1e9))
-    finally:
-        reader.close()
-    frames = FrameIndex(images_bag, image_topic) if images_bag is not None else None
-    try:
-        return finish_report(records, out, frames, image_format)
-    finally:
-        if frames is not None:
-            frames.close()
-
-
-# ------------------------------------------------------------------------------------------- live run
-
+# ------------------------------------------------------------------------------------------- the node
 
 _EMPTY = "''"  # a YAML empty string: rcl rejects `name:=` with nothing after it
 
@@ -284,6 +164,11 @@ def depth_topics(reader: Any) -> tuple[str, str]:
     return (depth, info) if depth and info else ("", "")
 
 
+def _simultaneous(options: EvalOptions) -> int:
+    goals = options.goals or tuple(Goal(s, options.at_s, options.period_s) for s in options.tasks)
+    return max(1, len(goals))
+
+
 def node_parameters(
     options: EvalOptions,
     image_topic: str,
@@ -294,6 +179,9 @@ def node_parameters(
 ) -> list[str]:
     """The node's parameters for a replay of the bag, as `name:=value` (YAML values, as `-p` takes them); they
     override the parameter file."""
+    from cosmos_reasoner_ros.bag.lockstep import DIAGNOSTICS_PERIOD_S
+
+    in_flight = max(_simultaneous(options), options.in_flight)
     return [
         f"server_url:={options.server_url}",
         "cameras:=[camera]",
@@ -304,10 +192,26 @@ def node_parameters(
         f"media_dir:={media_dir}",
         "trigger_period_s:=0.0",
         "image_qos:=reliable",
-        f"max_in_flight:={max(1, len(options.tasks))}",
+        f"max_in_flight:={in_flight}",
         "wait_for_server_s:=10.0",
+        *([f"diagnostics_period_s:={DIAGNOSTICS_PERIOD_S}"] if options.lock_step else []),
         *options.params,
     ]
+
+
+def namespaced_params_file(params_file: Path, namespace: str, node_name: str, out: Path) -> Path:
+    """A copy of a parameter file whose block for the node is keyed by its namespaced name (a relative key
+    such as `reasoner_node:` does not match /eval1/reasoner_node)."""
+    try:
+        data = yaml.safe_load(params_file.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise BagError(f"cannot read node parameters {params_file}: {exc}") from None
+    if not isinstance(data, dict):
+        raise BagError(f"node parameters {params_file} must be a mapping")
+    fqn = f"{namespace}/{node_name}"
+    renamed = {(fqn if k in (node_name, "/" + node_name) else k): v for k, v in data.items()}
+    out.write_text(yaml.safe_dump(renamed, sort_keys=False), encoding="utf-8")
+    return out
 
 
 def node_command(
@@ -317,8 +221,10 @@ def node_command(
     media_dir: Path,
     depth_topic: str = "",
     info_topic: str = "",
+    namespace: str = "",
+    params_file: Path | None = None,
 ) -> list[str]:
-    params_file = options.params_file or default_params_file()
+    params_file = params_file or options.params_file or default_params_file()
     cmd = [
         sys.executable,
         "-m",
@@ -327,6 +233,8 @@ def node_command(
         "-r",
         f"__node:={options.node_name}",
     ]
+    if namespace:
+        cmd += ["-r", f"__ns:={namespace}", "-r", f"/diagnostics:={namespace}/diagnostics"]
     if params_file is not None:
         cmd += ["--params-file", str(params_file)]
     for value in node_parameters(options, image_topic, compressed, media_dir, depth_topic, info_topic):
@@ -346,59 +254,6 @@ class NodeHandle(Protocol):
 
 # Starts the node for a replay: (parameter file or None, parameters as `name:=value`, log path) -> handle.
 NodeStarter = Callable[[Path | None, Sequence[str], Path], NodeHandle]
-
-
-@dataclass
-class _Pending:
-    spec: TaskSpec
-    trigger_s: float
-    result: Any = None
-    error: str = ""
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class _Goals:
-    """Reason goals in flight; completion arrives on the executor thread."""
-
-    def __init__(self, client: Any, on_done: Callable[[], None]) -> None:
-        self.client = client
-        self.items: list[_Pending] = []
-        self._on_done = on_done
-        self._lock = threading.Lock()
-
-    def send(self, spec: TaskSpec, trigger_s: float) -> None:
-        from cosmos_reasoner_ros.action import Reason
-
-        pending = _Pending(spec, trigger_s)
-        with self._lock:
-            self.items.append(pending)
-        future = self.client.send_goal_async(
-            Reason.Goal(task=spec.task, instruction=spec.instruction, step=spec.step)
-        )
-
-        def on_goal(f: Any) -> None:
-            handle = f.result()
-            if handle is None or not handle.accepted:
-                self._finish(pending, None, "goal rejected")
-                return
-            handle.get_result_async().add_done_callback(
-                lambda r: self._finish(pending, r.result().result.result, "")
-            )
-
-        future.add_done_callback(on_goal)
-
-    def _finish(self, pending: _Pending, result: Any, error: str) -> None:
-        pending.result, pending.error = result, error
-        pending.done.set()
-        self._on_done()
-
-    def in_flight(self) -> int:
-        with self._lock:
-            return sum(not p.done.is_set() for p in self.items)
-
-    def wait_all(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        return all(p.done.wait(max(0.0, deadline - time.monotonic())) for p in list(self.items))
 
 
 class _NodeProcess:
@@ -425,119 +280,403 @@ class _NodeProcess:
         self._log.close()
 
 
-def evaluate_live(
-    bag: Path, out: Path, options: EvalOptions = EvalOptions(), start_node: NodeStarter | None = None
-) -> ReportFiles:
-    """Replay `bag` into a fresh reasoner_node, trigger the tasks, collect every result, write the report.
+# ------------------------------------------------------------------------------------------- goals
 
-    start_node: how the node starts (e.g. `ros2 launch`); None: `python -m cosmos_reasoner_ros.node` here."""
+
+@dataclass
+class _Pending:
+    spec: TaskSpec
+    trigger_s: float
+    result: Any = None
+    error: str = ""
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _Goals:
+    """Reason goals in flight for one bag; completion arrives on the executor thread."""
+
+    def __init__(self, client: Any, gate: Any, on_done: Callable[[], None], timeout_s: float) -> None:
+        self.client = client
+        self.gate = gate
+        self.timeout_s = timeout_s
+        self.items: list[_Pending] = []
+        self._on_done = on_done
+        self._lock = threading.Lock()
+
+    def send(self, spec: TaskSpec, trigger_s: float) -> None:
+        from cosmos_reasoner_ros.action import Reason
+
+        self.gate.acquire(self.timeout_s)  # blocks the player (its clock stands still) at the run's bound
+        pending = _Pending(spec, trigger_s)
+        with self._lock:
+            self.items.append(pending)
+        future = self.client.send_goal_async(
+            Reason.Goal(task=spec.task, instruction=spec.instruction, step=spec.step)
+        )
+
+        def on_goal(f: Any) -> None:
+            handle = f.result()
+            if handle is None or not handle.accepted:
+                self._finish(pending, None, "goal rejected")
+                return
+            handle.get_result_async().add_done_callback(lambda r: self._on_result(pending, r.result()))
+
+        future.add_done_callback(on_goal)
+
+    def _on_result(self, pending: _Pending, response: Any) -> None:
+        result = response.result.result
+        if not result.request_id:  # an aborted goal carries an empty result, not the node's ReasonerResult
+            self._finish(
+                pending, None, f"the node ended the goal without a result (goal status {response.status})"
+            )
+        else:
+            self._finish(pending, result, "")
+
+    def _finish(self, pending: _Pending, result: Any, error: str) -> None:
+        if pending.done.is_set():
+            return
+        pending.result, pending.error = result, error
+        pending.done.set()
+        self.gate.release()
+        self._on_done()
+
+    def wait_all(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        return all(p.done.wait(max(0.0, deadline - time.monotonic())) for p in list(self.items))
+
+
+# ------------------------------------------------------------------------------------------- one bag
+
+
+@dataclass(frozen=True)
+class BagRunInfo:
+    """What a bag's replay took: wall time, frames published, the clock mode."""
+
+    bag: str
+    path: Path
+    wall_s: float
+    requests: int
+    frames_published: int
+    lock_step: bool
+
+
+@dataclass
+class _Shared:
+    """What the bags of one run share: the rclpy context, the request bound, the progress bar."""
+
+    context: Any
+    executor: Any
+    gate: Any
+    bar: Any
+    options: EvalOptions
+    out: Path
+    start_node: NodeStarter | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# Image messages the player may publish beyond those the node has handled, in lock-step: below the node's
+# reliable keep-last depth (10), so that no frame is ever overwritten in its subscription queue.
+_LOCKSTEP_CREDIT = 8
+
+
+def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[list[ResultRecord], BagRunInfo]:
     import rclpy
     from rclpy.action.client import ActionClient
-    from rclpy.executors import SingleThreadedExecutor
-    from tqdm import tqdm
 
     from cosmos_reasoner_ros.action import Reason
+    from cosmos_reasoner_ros.bag.lockstep import IngestWatch
     from cosmos_reasoner_ros.bag.play import Player, PlayOptions
     from cosmos_reasoner_ros.bag.record import Recorder, default_topics
 
-    out.mkdir(parents=True, exist_ok=True)
+    options, out = shared.options, shared.out
+    work = out / "bags" / label if namespace else out
+    work.mkdir(parents=True, exist_ok=True)
+    media_root = options.media_dir or out / "media"
+    media = media_root / label if namespace else media_root
+    media.mkdir(parents=True, exist_ok=True)
     frames = FrameIndex(bag, options.image_topic)
-    media = out / "media"
-    media.mkdir(exist_ok=True)
-    if options.record and (out / "outputs").exists():
-        raise BagError(f"{out / 'outputs'} exists already; choose a new report folder")
-    node_proc: NodeHandle | None = None
+    reader_topics = {c.topic for c in frames.reader.connections}
+    remap = {t: f"{namespace}{t}" for t in reader_topics} if namespace else {}
+    image_topic = remap.get(frames.topic, frames.topic)
+    depth, info = depth_topics(frames.reader) if options.depth else ("", "")
+    depth, info = remap.get(depth, depth), remap.get(info, info)
+    node_fqn = f"{namespace}/{options.node_name}" if namespace else f"/{options.node_name}"
+    outputs = (out / "outputs" / label) if namespace else (out / "outputs")
+    if options.record and outputs.exists():
+        raise BagError(f"{outputs} exists already; choose a new report folder")
+    safe = "".join(ch if ch.isalnum() else "_" for ch in label)
+    node = rclpy.create_node(f"cosmos_reasoner_bag_evaluate_{safe}"[:60].rstrip("_"), context=shared.context)
+    with shared.lock:
+        shared.executor.add_node(node)
+    handle: NodeHandle | None = None
     recorder: Recorder | None = None
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    executor = SingleThreadedExecutor(context=context)
-    spinner: threading.Thread | None = None
+    watch: IngestWatch | None = None
+    player: Player | None = None
+    started = time.monotonic()
     try:
-        node = rclpy.create_node("cosmos_reasoner_bag_evaluate", context=context)
-        executor.add_node(node)
-        player = Player(node, bag, PlayOptions(rate=options.rate))
-        times = trigger_times(player.duration_s, options.period_s, options.at_s)
-        total = len(times) * len(options.tasks)
-        depth, info = depth_topics(frames.reader) if options.depth else ("", "")
-        if start_node is None:
-            cmd = node_command(options, frames.topic, frames.compressed, media, depth, info)
-            node_proc = _NodeProcess(cmd, out / "node.log")
+        player = Player(node, bag, PlayOptions(rate=options.rate, remap=remap))
+        plan = schedule(player.duration_s, options)
+        watch = IngestWatch(node, f"{namespace}/diagnostics" if namespace else "/diagnostics")
+        if shared.start_node is None:
+            params_file = options.params_file or default_params_file()
+            if namespace and params_file is not None:
+                params_file = namespaced_params_file(
+                    params_file, namespace, options.node_name, work / "params.yaml"
+                )
+            cmd = node_command(
+                options, image_topic, frames.compressed, media, depth, info, namespace, params_file
+            )
+            handle = _NodeProcess(cmd, work / "node.log")
         else:
-            parameters = node_parameters(options, frames.topic, frames.compressed, media, depth, info)
-            node_proc = start_node(options.params_file or default_params_file(), parameters, out / "node.log")
-        client: ActionClient[Any, Any, Any] = ActionClient(node, Reason, f"/{options.node_name}/reason")
-        spinner = threading.Thread(target=executor.spin, daemon=True)
-        spinner.start()
+            parameters = node_parameters(options, image_topic, frames.compressed, media, depth, info)
+            handle = shared.start_node(
+                options.params_file or default_params_file(), parameters, work / "node.log"
+            )
+        client: ActionClient[Any, Any, Any] = ActionClient(node, Reason, f"{node_fqn}/reason")
         deadline = time.monotonic() + options.startup_timeout_s
         while not client.wait_for_server(timeout_sec=0.5):
-            node_proc.check_alive()
+            handle.check_alive()
             if time.monotonic() > deadline:
                 raise BagError(
                     f"reasoner_node's action server did not appear within {options.startup_timeout_s} s"
                 )
         image_pub = player.publishers[frames.conn.id][1]
         while image_pub.get_subscription_count() == 0:
-            node_proc.check_alive()
+            handle.check_alive()
             if time.monotonic() > deadline:
                 raise BagError("reasoner_node did not subscribe to the image topic")
             time.sleep(0.05)
         if options.record:
-            recorder = Recorder(node, out / "outputs", default_topics(options.node_name))
+            topics = [
+                t if t != "/diagnostics" else f"{namespace}/diagnostics" for t in default_topics(node_fqn)
+            ]
+            recorder = Recorder(node, outputs, topics, clock=player.bag_time_ns)
+            for conn in player.connections:
+                recorder.add_passthrough(conn.id, conn.topic, conn.msgtype)
             recorder.discover()
+
+        goals = _Goals(client, shared.gate, lambda: shared.bar.update(1), options.timeout_s)
+        queue = list(plan)
+        published = {"images": 0}
+        alive = handle.check_alive
         next_discovery = [time.monotonic() + 1.0]
 
-        bar = tqdm(total=total, unit="req", desc="evaluate", disable=not options.progress, file=sys.stderr)
-        goals = _Goals(client, lambda: bar.update(1))
-        start_ns = player.start_ns
-        queue = list(times)
+        def fire(upto_s: float | None) -> None:
+            due = [item for item in queue if upto_s is None or item[0] < upto_s - 1e-9]
+            if not due:
+                return
+            if options.lock_step:
+                assert watch is not None and player is not None
+                watch.wait(image_topic, published["images"], options.timeout_s, alive)
+                player.wait_acked(2.0)  # depth and CameraInfo: reliable, delivered before the request
+            for item in due:
+                queue.remove(item)
+                goals.send(item[1], item[0])
+                shared.bar.set_postfix(bag=label, bag_s=f"{item[0]:.1f}")
+            if options.lock_step:
+                goals.wait_all(options.timeout_s)
 
         def before_publish(bag_ns: int) -> None:
             # A trigger fires once every message stamped before it has gone out.
-            while queue and (bag_ns - start_ns) / 1e9 > queue[0] + 1e-9:
-                t = queue.pop(0)
-                for spec in options.tasks:
-                    goals.send(spec, t)
-                bar.set_postfix(bag_s=f"{t:.1f}")
-                if options.wait:
-                    goals.wait_all(options.timeout_s)
-            node_proc.check_alive()
+            assert player is not None
+            fire((bag_ns - player.start_ns) / 1e9)
+            alive()
             if recorder is not None and time.monotonic() > next_discovery[0]:
                 recorder.discover()  # topics the node creates late (none today; cheap insurance)
                 next_discovery[0] = time.monotonic() + 1.0
 
-        player.run(before_publish=before_publish)
-        for t in queue:  # triggers at the very end of the bag
-            for spec in options.tasks:
-                goals.send(spec, t)
+        def after_publish(conn: Any, bag_ns: int, data: bytes) -> None:
+            if recorder is not None:
+                recorder.write_passthrough(conn.id, bag_ns, data)
+            if conn.id != frames.conn.id:
+                return
+            published["images"] += 1
+            if options.lock_step and watch is not None:
+                behind = published["images"] - watch.handled(image_topic)
+                if behind >= _LOCKSTEP_CREDIT:
+                    watch.wait(
+                        image_topic, published["images"] - _LOCKSTEP_CREDIT // 2, options.timeout_s, alive
+                    )
+
+        stats = player.run(before_publish=before_publish, after_publish=after_publish)
+        fire(None)  # triggers at the very end of the bag
         goals.wait_all(options.timeout_s)
-        bar.close()
         if recorder is not None:
             time.sleep(0.5)  # the result topic's last samples, published just before the action results
             recorder.close()
         records = []
         for p in goals.items:
             if p.result is not None:
-                records.append(record_from_msg(p.result, p.trigger_s))
+                records.append(record_from_msg(p.result, p.trigger_s, bag=label, step=p.spec.step))
             else:
                 records.append(
                     ResultRecord(
                         task=p.spec.task,
                         instruction=p.spec.instruction,
+                        step=p.spec.step,
                         trigger_s=p.trigger_s,
                         error_kind="internal" if p.done.is_set() else "timeout",
                         error=p.error or "no result within the timeout",
+                        bag=label,
                     )
                 )
-        player.close()
-        return finish_report(records, out, frames, options.image_format)
+        info_ = BagRunInfo(
+            label,
+            bag,
+            time.monotonic() - started,
+            len(records),
+            stats.per_topic.get(image_topic, 0),
+            options.lock_step,
+        )
+        return records, info_
     finally:
         if recorder is not None:
             recorder.close()
-        if node_proc is not None:
-            node_proc.stop()
-        executor.shutdown()
-        if spinner is not None:
-            spinner.join(timeout=5)
+        if handle is not None:
+            handle.stop()
+        if watch is not None:
+            watch.close()
+        if player is not None:
+            player.close()
         frames.close()
+        with shared.lock:
+            shared.executor.remove_node(node)
+        node.destroy_node()
+
+
+@contextmanager
+def _ros() -> Iterator[tuple[Any, Any]]:
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def spin() -> None:
+        # spin_once in a loop rather than spin(): a failing callback is kept and reported, and does not end
+        # the spinning (every bag's results arrive through this executor).
+        while not stop.is_set() and context.ok():
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except Exception as exc:
+                failures.append(exc)
+                print(f"cosmos-reasoner-bag: a callback failed: {exc!r}", file=sys.stderr)
+
+    spinner = threading.Thread(target=spin, daemon=True, name="evaluate-executor")
+    spinner.start()
+    try:
+        yield context, executor
+    finally:
+        stop.set()
+        spinner.join(timeout=5)
+        executor.shutdown()
         if context.ok():
             rclpy.shutdown(context=context)
+
+
+def evaluate_bags(
+    bags: Sequence[Path],
+    out: Path,
+    options: EvalOptions = EvalOptions(),
+    start_node: NodeStarter | None = None,
+) -> tuple[list[ResultRecord], list[BagRunInfo]]:
+    """Replay each bag into a fresh reasoner_node and collect one record per goal, in the bags' order.
+
+    With `options.in_flight` N > 1 (and no `start_node`), up to N bags play at once, each into its own node
+    under the namespace /eval<k>. start_node: how the node starts (e.g. `ros2 launch`); then bags play one at
+    a time under the bag's own topic names. None: `python -m cosmos_reasoner_ros.node` here."""
+    from tqdm import tqdm
+
+    from cosmos_reasoner_ros.bag.lockstep import RequestGate
+
+    if not bags:
+        raise BagError("no bag to evaluate")
+    if not options.rate > 0:
+        raise BagError(f"rate must be > 0, got {options.rate}")
+    out.mkdir(parents=True, exist_ok=True)
+    labels = [b.name for b in bags] if len(bags) > 1 else [""]  # one bag: results match whatever its name
+    total = 0
+    for bag in bags:  # every bag and trigger checked before any node starts
+        reader = open_reader(bag)
+        try:
+            total += len(schedule((reader.end_time - reader.start_time) / 1e9, options))
+        finally:
+            reader.close()
+    concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))
+    namespaced = start_node is None and len(bags) > 1
+    bar = tqdm(total=total, unit="req", desc="evaluate", disable=not options.progress, file=sys.stderr)
+    results: dict[int, tuple[list[ResultRecord], BagRunInfo]] = {}
+    try:
+        with _ros() as (context, executor):
+            shared = _Shared(context, executor, RequestGate(options.in_flight), bar, options, out, start_node)
+
+            def one(i: int) -> None:
+                results[i] = _run_bag(shared, bags[i], labels[i], f"/eval{i + 1}" if namespaced else "")
+
+            if concurrent == 1:
+                for i in range(len(bags)):
+                    one(i)
+            else:
+                with ThreadPoolExecutor(max_workers=concurrent, thread_name_prefix="evaluate-bag") as pool:
+                    for future in [pool.submit(one, i) for i in range(len(bags))]:
+                        future.result()
+    finally:
+        bar.close()
+    records = [r for i in range(len(bags)) for r in results[i][0]]
+    return records, [results[i][1] for i in range(len(bags))]
+
+
+# ------------------------------------------------------------------------------------------- recorded
+
+
+def read_recorded(results_bag: Path) -> list[ResultRecord]:
+    """ReasonerResult messages of a recorded bag (every topic of that type), as records; the trigger time is
+    the message's time in that bag from its start."""
+    reader = open_reader(results_bag)
+    try:
+        conns = [c for c in reader.connections if c.msgtype == "cosmos_reasoner_ros/msg/ReasonerResult"]
+        if not conns:
+            have = ", ".join(f"{c.topic} ({c.msgtype})" for c in reader.connections) or "none"
+            raise BagError(f"bag {results_bag} has no ReasonerResult topic; it has: {have}")
+        store = typestore()
+        start = reader.start_time
+        return [
+            record_from_msg(store.deserialize_cdr(data, conn.msgtype), (bag_ns - start) / 1e9)
+            for conn, bag_ns, data in messages(reader, conns)
+        ]
+    finally:
+        reader.close()
+
+
+def evaluate_recorded(
+    results_bag: Path,
+    out: Path,
+    images_bag: Path | None = None,
+    image_topic: str = "",
+    image_format: str = "jpg",
+) -> ReportFiles:
+    """The report from ReasonerResult messages in a recorded bag, with frames from `images_bag` when given."""
+    from cosmos_reasoner_ros.bag.finish import finish_run
+    from cosmos_reasoner_ros.bag.tolerances import load_tolerances
+
+    records = read_recorded(results_bag)
+    frames = FrameIndex(images_bag, image_topic) if images_bag is not None else None
+    try:
+        sources = {"": frames} if frames is not None else {}
+        return finish_run(records, out, sources, load_tolerances(), image_format=image_format).files
+    finally:
+        if frames is not None:
+            frames.close()
+
+
+def evaluate_live(
+    bag: Path, out: Path, options: EvalOptions = EvalOptions(), start_node: NodeStarter | None = None
+) -> ReportFiles:
+    """Replay `bag` into a fresh reasoner_node, trigger the tasks, collect every result, write the report (the
+    shipped tolerances, no baseline). start_node: how the node starts (e.g. `ros2 launch`); None: here."""
+    from cosmos_reasoner_ros.bag.suite import run_bags
+
+    return run_bags([bag], out, options, start_node=start_node).result.files

@@ -112,11 +112,16 @@ class Player:
         options.check()
         self.node = node
         self.options = options
+        self._base = 0.0  # monotonic time of the bag's start, moved on by the time hooks take
+        self._running = False
+        self._paused = False
+        self._loop_ns = 0
         self.reader = open_reader(bag)
         try:
             self.connections = connections_for(self.reader, options.topics)
             self.start_ns = self.reader.start_time + round(options.start_offset_s * 1e9)
             self.end_ns = self.reader.end_time
+            self._last_ns = self.start_ns
             if self.start_ns >= self.end_ns:
                 raise BagError(f"start offset {options.start_offset_s} s is past the bag's end")
             self.publishers: dict[int, Any] = {}
@@ -151,11 +156,12 @@ class Player:
         self,
         stop: threading.Event | None = None,
         before_publish: Callable[[int], None] | None = None,
+        after_publish: Callable[[Any, int, bytes], None] | None = None,
     ) -> PlayStats:
         """Publish until the last loop ends or `stop` is set.
 
-        `before_publish(bag_ns)` runs before each message;
-        time spent inside it pauses the playback clock (evaluation waits for answers this way)."""
+        `before_publish(bag_ns)` runs before each message and `after_publish(connection, bag_ns, data)` after
+        it; time spent inside them pauses the playback clock (evaluation waits for answers this way)."""
         stop = stop or threading.Event()
         if self.options.wait_for_subscribers_s > 0:
             self.wait_for_subscribers(self.options.wait_for_subscribers_s, stop)
@@ -163,17 +169,26 @@ class Player:
         rate = self.options.rate
         span_ns = self.end_ns - self.start_ns
         begin = time.monotonic()
-        base = begin
+        self._base, self._running = begin, True
         loop = 0
+
+        def hook(call: Callable[[], None]) -> None:
+            entered = time.monotonic()
+            self._paused = True
+            try:
+                call()
+            finally:
+                self._paused = False
+                self._base += time.monotonic() - entered
+
         while not stop.is_set() and (self.options.loops == 0 or loop < self.options.loops):
+            self._loop_ns = loop * span_ns
             for conn, bag_ns, data in messages(self.reader, self.connections, self.start_ns):
                 if stop.is_set():
                     break
                 if before_publish is not None:
-                    entered = time.monotonic()
-                    before_publish(bag_ns)
-                    base += time.monotonic() - entered
-                due = base + ((bag_ns - self.start_ns) + loop * span_ns) / 1e9 / rate
+                    hook(lambda: before_publish(bag_ns))  # noqa: B023 (called at once)
+                due = self._base + ((bag_ns - self.start_ns) + loop * span_ns) / 1e9 / rate
                 while (wait := due - time.monotonic()) > 0:
                     if stop.wait(min(wait, 0.1)):
                         break
@@ -182,13 +197,29 @@ class Player:
                 topic, publisher = self.publishers[conn.id]
                 stats.lags_s.append(time.monotonic() - due)
                 publisher.publish(data)
+                self._last_ns = bag_ns
                 stats.published += 1
                 stats.per_topic[topic] = stats.per_topic.get(topic, 0) + 1
+                if after_publish is not None:
+                    hook(lambda: after_publish(conn, bag_ns, data))  # noqa: B023
             loop += 1
         stats.wall_s = time.monotonic() - begin
+        self._running = False
         if not stop.is_set():
             stats.unacknowledged = self.drain(self.options.drain_s)
         return stats
+
+    def bag_time_ns(self) -> int:
+        """The playback clock in the bag's time: it stands still while a hook runs, never runs behind the last
+        published message, and stops at the last one when playback has ended."""
+        if not self._running or self._paused:
+            return self._last_ns
+        now = self.start_ns + round((time.monotonic() - self._base) * 1e9 * self.options.rate) - self._loop_ns
+        return min(max(self._last_ns, now), self.end_ns)
+
+    def wait_acked(self, timeout_s: float) -> list[str]:
+        """Reliable subscribers of every topic have acknowledged what was published (topics still waiting)."""
+        return self.drain(timeout_s)
 
     def drain(self, timeout_s: float) -> list[str]:
         """Wait until reliable subscribers have acknowledged every message (best effort ones return at once);

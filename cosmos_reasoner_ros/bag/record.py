@@ -1,10 +1,12 @@
 """`cosmos-reasoner-bag record`: subscribes raw (no deserialisation) to the node's output topics, discovering
-their types from the graph, and writes them into an mcap bag with rosbags."""
+their types from the graph, and writes them into an mcap bag with rosbags. An evaluation also passes the
+camera messages it plays through (`add_passthrough`) and stamps everything with the playback's bag time, so
+that the recording opens in Foxglove or RViz with the results beside the camera on one timeline."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +35,20 @@ def default_topics(node_name: str = "reasoner_node") -> tuple[str, ...]:
 class Recorder:
     """Records `topics` into a new bag; call `discover()` periodically (topics may appear late)."""
 
-    def __init__(self, node: Node, out: Path, topics: Sequence[str], storage: str = "mcap") -> None:
+    def __init__(
+        self,
+        node: Node,
+        out: Path,
+        topics: Sequence[str],
+        storage: str = "mcap",
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        """clock: the log time of each received message in ns (default: the node's clock)."""
         if not topics:
             raise BagError("no topics to record")
         self.node = node
+        self._clock = clock or (lambda: self.node.get_clock().now().nanoseconds)
+        self._passthrough: dict[int, Any] = {}
         self.topics = tuple(topics)
         self.store = typestore()
         self._lock = threading.Lock()
@@ -84,7 +96,7 @@ class Recorder:
 
     def _callback(self, topic: str, conn: Any) -> Any:
         def on_message(data: bytes) -> None:
-            stamp = self.node.get_clock().now().nanoseconds
+            stamp = self._clock()
             with self._lock:
                 if self._closed:
                     return
@@ -92,6 +104,21 @@ class Recorder:
                 self.counts[topic] += 1
 
         return on_message
+
+    def add_passthrough(self, key: int, topic: str, msgtype: str) -> None:
+        """A topic written directly (`write_passthrough`), e.g. the camera messages an evaluation plays."""
+        ensure_type(self.store, msgtype)
+        with self._lock:
+            self._passthrough[key] = self.writer.add_connection(topic, msgtype, typestore=self.store)
+        self.counts.setdefault(topic, 0)
+
+    def write_passthrough(self, key: int, stamp_ns: int, data: bytes) -> None:
+        conn = self._passthrough[key]
+        with self._lock:
+            if self._closed:
+                return
+            self.writer.write(conn, stamp_ns, data)
+            self.counts[conn.topic] += 1
 
     def close(self) -> dict[str, int]:
         with self._lock:

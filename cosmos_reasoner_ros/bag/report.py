@@ -4,88 +4,26 @@ token, outcomes by kind)."""
 
 from __future__ import annotations
 
-import dataclasses
 import html
-import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
-from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.records import ResultRecord, load_records, write_records
 
-
-@dataclass(frozen=True)
-class ResultRecord:
-    """One request of an evaluation: what was asked, on which clip, what came back, how long it took."""
-
-    request_id: str = ""
-    task: str = ""
-    instruction: str = ""
-    trigger_s: float = 0.0  # [s] bag time of the trigger, from the bag's start
-    stamp_ns: int = 0  # result header stamp (the clip's newest frame)
-    clip_start_ns: int = 0
-    clip_end_ns: int = 0
-    clip_frames: int = 0
-    cameras: tuple[str, ...] = ()
-    clip_uris: tuple[str, ...] = ()
-    success: bool = False
-    error_kind: str = ""
-    error: str = ""
-    reasoning: str = ""
-    answer: str = ""
-    choice: str = ""
-    trajectories: tuple[
-        dict[str, Any], ...
-    ] = ()  # {"label", "camera", "width", "height", "points_norm": [[x, y]]}
-    boxes: tuple[dict[str, Any], ...] = ()  # {"label", "camera", "width", "height", "norm": [x1, y1, x2, y2]}
-    segments: tuple[dict[str, Any], ...] = ()  # {"caption", "start_s", "end_s"}
-    model: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    ttft_s: float = 0.0
-    finish_reason: str = ""
-    image: str = ""  # annotated frame, relative to the report folder; empty: none
-
-    @property
-    def outcome(self) -> str:
-        return "success" if self.success else (self.error_kind or "internal")
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ResultRecord:
-        names = {f.name for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {
-            k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in names
-        }
-        return cls(**values)
-
-
-def write_records(records: Iterable[ResultRecord], path: Path) -> None:
-    path.write_text("".join(r.to_json() + "\n" for r in records), encoding="utf-8")
-
-
-def load_records(path: Path) -> list[ResultRecord]:
-    if not path.is_file():
-        raise BagError(f"results file {path} does not exist")
-    records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-            records.append(ResultRecord.from_dict(data))
-        except (ValueError, TypeError) as exc:
-            raise BagError(f"{path}:{n}: not a result record: {exc}") from None
-    return records
+__all__ = [
+    "BagRow",
+    "ReportFiles",
+    "ResultRecord",
+    "Summary",
+    "bag_table",
+    "load_records",
+    "write_records",
+    "write_report",
+]
 
 
 @dataclass(frozen=True)
@@ -179,18 +117,17 @@ def _src(relative: str) -> str:
 def _items(record: ResultRecord) -> str:
     rows = []
     for t in record.trajectories:
-        pts = " ".join(f"({p[0]:.0f},{p[1]:.0f})" for p in t.get("points_norm", []))
-        rows.append(f"<li>trajectory <b>{_e(t.get('label', ''))}</b>: {_e(pts)}</li>")
+        pts = " ".join(f"({p.x_norm:.0f},{p.y_norm:.0f})" for p in t.trajectory.points)
+        rows.append(f"<li>trajectory <b>{_e(t.label)}</b>: {_e(pts)}</li>")
     for b in record.boxes:
-        rows.append(f"<li>box <b>{_e(b.get('label', ''))}</b>: {_e(b.get('norm', []))}</li>")
+        norm = [b.box.x1_norm, b.box.y1_norm, b.box.x2_norm, b.box.y2_norm]
+        rows.append(f"<li>box <b>{_e(b.label)}</b>: {_e(norm)}</li>")
     for s in record.segments:
-        rows.append(
-            f"<li>{_e(s.get('start_s', 0))}-{_e(s.get('end_s', 0))} s: {_e(s.get('caption', ''))}</li>"
-        )
+        rows.append(f"<li>{_e(s.start_s)}-{_e(s.end_s)} s: {_e(s.caption)}</li>")
     return f"<ul class='items'>{''.join(rows)}</ul>" if rows else ""
 
 
-def _card(n: int, r: ResultRecord) -> str:
+def _card(n: int, r: ResultRecord, extra: str = "") -> str:
     image = (
         f"<a href='{_src(r.image)}'><img src='{_src(r.image)}' alt='request {n}' loading='eager'></a>"
         if r.image
@@ -207,13 +144,15 @@ def _card(n: int, r: ResultRecord) -> str:
     return f"""<section class='card' id='r{n}'>
 <div class='frame'>{image}</div>
 <div class='text'>
-<h2>#{n} {_e(r.task)} <small>at {r.trigger_s:.2f} s · {_e(r.request_id)}</small></h2>
+<h2>#{n} {_e(r.task)} <small>{_e(r.bag + " · " if r.bag else "")}at {r.trigger_s:.2f} s ·
+{_e(r.request_id)}</small></h2>
 <p class='instruction'>{_e(r.instruction)}</p>
 <p>{status} · latency {r.latency_s:.3f} s · TTFT {r.ttft_s:.3f} s · {r.clip_frames} frames ·
 {r.prompt_tokens}+{r.completion_tokens} tokens · {_e(r.finish_reason)} · {_e(r.model)}</p>
 <pre class='answer'>{_e(r.answer)}</pre>
 {_items(r)}
 {reasoning}
+{extra}
 </div>
 </section>"""
 
@@ -223,16 +162,58 @@ STYLE = """body{font-family:sans-serif;margin:1.5em;background:#fafafa}
 .frame img{max-width:480px;height:auto}.text{flex:1;min-width:0}pre{white-space:pre-wrap}
 .ok{color:#2a7a2a;font-weight:bold}.err{color:#b22;font-weight:bold}
 .plots img{height:280px;width:auto;max-width:100%}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}"""
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;vertical-align:top}
+.pass{background:#e3f4e3}.fail{background:#f8e0e0}.diff img{max-width:640px;height:auto}
+.side td{max-width:420px;white-space:pre-wrap}"""
 
 
-def write_html(records: Sequence[ResultRecord], out_dir: Path, plots: Sequence[Path], title: str) -> Path:
+@dataclass(frozen=True)
+class BagRow:
+    """One bag of a run, for the report's table."""
+
+    bag: str
+    wall_s: float = 0.0
+    failed_checks: int = 0
+
+
+def bag_table(records: Sequence[ResultRecord], rows: Sequence[BagRow]) -> str:
+    """A row per bag: requests, outcomes, parse rate, latency and TTFT percentiles, tokens, wall time."""
+    from cosmos_reasoner_ros.bag.compare import RunStats
+
+    body = []
+    for row in rows:
+        s = RunStats.of([r for r in records if r.bag == row.bag])
+        cls = "fail" if row.failed_checks else "pass"
+        body.append(
+            f"<tr class='{cls}'><td>{_e(row.bag)}</td><td>{s.requests}</td><td>{s.succeeded}</td>"
+            f"<td>{s.parse_rate:.0%}</td><td>{s.latency_p50_s:.3f}</td><td>{s.latency_p95_s:.3f}</td>"
+            f"<td>{s.ttft_p50_s:.3f}</td><td>{s.completion_tokens_mean:.1f}</td><td>{row.wall_s:.1f}</td>"
+            f"<td>{row.failed_checks}</td></tr>"
+        )
+    head = (
+        "<tr><th>bag</th><th>requests</th><th>succeeded</th><th>parsed</th><th>latency p50 [s]</th>"
+        "<th>p95 [s]</th><th>TTFT p50 [s]</th><th>completion tokens (mean)</th><th>wall [s]</th>"
+        "<th>exceeded tolerances</th></tr>"
+    )
+    return f"<h2>Bags</h2><table class='bags'>{head}{''.join(body)}</table>"
+
+
+def write_html(
+    records: Sequence[ResultRecord],
+    out_dir: Path,
+    plots: Sequence[Path],
+    title: str,
+    sections: Sequence[str] = (),
+    card_extras: Mapping[int, str] | None = None,
+) -> Path:
+    """The page; `sections` (HTML) go after the plots, `card_extras[n]` (HTML) into request n's card."""
     summary = Summary.of(records)
     outcome_rows = "".join(f"<tr><td>{_e(k)}</td><td>{v}</td></tr>" for k, v in summary.outcomes.items())
     plot_imgs = "".join(
         f"<img src='{_src(p.relative_to(out_dir).as_posix())}' alt='{_e(p.stem)}'>" for p in plots
     )
-    cards = "\n".join(_card(n, r) for n, r in enumerate(records, start=1))
+    extras = card_extras or {}
+    cards = "\n".join(_card(n, r, extras.get(n, "")) for n, r in enumerate(records, start=1))
     page = f"""<!DOCTYPE html>
 <html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title><style>{STYLE}</style></head>
 <body><h1>{_e(title)}</h1>
@@ -240,6 +221,7 @@ def write_html(records: Sequence[ResultRecord], out_dir: Path, plots: Sequence[P
 {summary.latency_p95_s:.3f} s · TTFT median {summary.ttft_median_s:.3f} s</p>
 <table><tr><th>outcome</th><th>requests</th></tr>{outcome_rows}</table>
 <div class='plots'>{plot_imgs}</div>
+{"".join(sections)}
 {cards}
 </body></html>
 """
@@ -252,8 +234,11 @@ def write_report(
     records: Sequence[ResultRecord],
     out_dir: Path,
     title: str = "Cosmos Reasoner evaluation",
+    sections: Sequence[str] = (),
+    card_extras: Mapping[int, str] | None = None,
+    extra_plots: Sequence[Path] = (),
 ) -> ReportFiles:
     """index.html and plots/*.png in `out_dir`; image paths in the records are relative to it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = write_plots(records, out_dir / "plots")
-    return ReportFiles(write_html(records, out_dir, plots, title), plots)
+    plots = (*write_plots(records, out_dir / "plots"), *extra_plots)
+    return ReportFiles(write_html(records, out_dir, plots, title, sections, card_extras), plots)

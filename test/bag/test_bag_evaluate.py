@@ -19,12 +19,12 @@ from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.evaluate import (
     EvalOptions,
-    FrameIndex,
     TaskSpec,
     evaluate_recorded,
     node_command,
     trigger_times,
 )
+from cosmos_reasoner_ros.bag.frames import FrameIndex
 from cosmos_reasoner_ros.bag.io import messages, open_reader, open_writer, typestore
 from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
 

@@ -16,7 +16,9 @@ import pytest
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.records import CameraBox, CameraTrajectory
 from cosmos_reasoner_ros.bag.report import ResultRecord, Summary, load_records, write_records, write_report
+from cosmos_reasoner_ros.parsing import Box2D, Point2D, Segment, Trajectory
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = "<script>alert('x')</script> & \"quoted\""
@@ -49,9 +51,24 @@ def sample_records(folder: Path, robot_frame: np.ndarray) -> list[ResultRecord]:
             latency_s=2.5,
             ttft_s=0.3,
             image=names[1],
-            trajectories=({"label": "gripper", "points_norm": [[100.0, 200.0], [300.0, 400.0]]},),
-            boxes=({"label": "cube", "norm": [1.0, 2.0, 3.0, 4.0]},),
-            segments=({"caption": "arm reaches", "start_s": 0.5, "end_s": 1.0},),
+            trajectories=(
+                CameraTrajectory(
+                    Trajectory(
+                        "gripper",
+                        (
+                            Point2D("gripper", 100.0, 200.0, 64.4, 95.2),
+                            Point2D("gripper", 300.0, 400.0, 193.2, 190.4),
+                        ),
+                    ),
+                    "camera",
+                    644,
+                    476,
+                ),
+            ),
+            boxes=(
+                CameraBox(Box2D("cube", 1.0, 2.0, 3.0, 4.0, 0.644, 0.952, 1.932, 1.904), "camera", 644, 476),
+            ),
+            segments=(Segment(0.5, 1.0, "arm reaches"),),
         ),
         ResultRecord(request_id="r3", task="next_action", error_kind="timeout", error="no answer in 120 s"),
         ResultRecord(request_id="r4", task="next_action", error_kind="busy", error="busy"),

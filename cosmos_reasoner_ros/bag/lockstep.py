@@ -1,0 +1,119 @@
+"""What makes a replay independent of the machine's speed: knowing how many of the published frames the node
+has taken in, and a bound on the requests in flight.
+
+The node reports per camera, in /diagnostics, the frames it received and what became of each (buffered,
+skipped by sampling, dropped). With the diagnostics period short, `IngestWatch` tells when every frame
+published so far has been dealt with: then a request sees exactly those frames, whatever the load. Nothing in
+the node changes for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from cosmos_reasoner_ros.bag.errors import BagError
+
+__all__ = ["DIAGNOSTICS_PERIOD_S", "IngestWatch", "RequestGate", "camera_progress"]
+
+DIAGNOSTICS_PERIOD_S = 0.05  # [s] the node's diagnostics period in lock-step (its minimum)
+
+
+def camera_progress(values: dict[str, str]) -> tuple[str, int] | None:
+    """(topic, frames fully handled) from a camera status's key/values, or None for another status.
+
+    Read in the order the node writes them: `frames_received` first, so a frame counted as received whose
+    outcome is not yet counted keeps the figure below it (the outcome counters only grow after `received`)."""
+    try:
+        received = int(values["frames_received"])
+        done = (
+            int(values["frames_buffered"])
+            + int(values["frames_skipped_by_sampling"])
+            + int(values["frames_dropped"])
+        )
+    except (KeyError, ValueError):
+        return None
+    return values.get("topic", ""), min(received, done)
+
+
+class IngestWatch:
+    """Subscribes to the node's /diagnostics; `wait(topic, n)` returns once n frames of that image topic have
+    been handled (buffered, skipped or dropped)."""
+
+    def __init__(self, node: Any, topic: str = "/diagnostics") -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        self._handled: dict[str, int] = {}
+        self._cond = threading.Condition()
+        self._node = node
+        self._sub = node.create_subscription(
+            DiagnosticArray,
+            topic,
+            self._on_diagnostics,
+            QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE),
+        )
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        with self._cond:
+            for status in msg.status:
+                progress = camera_progress({kv.key: kv.value for kv in status.values})
+                if progress is not None:
+                    topic, done = progress
+                    self._handled[topic] = max(done, self._handled.get(topic, 0))
+            self._cond.notify_all()
+
+    def handled(self, topic: str) -> int:
+        with self._cond:
+            return self._handled.get(topic, 0)
+
+    def wait(
+        self, topic: str, count: int, timeout_s: float, alive: Callable[[], None] = lambda: None
+    ) -> None:
+        """Block until `count` frames of `topic` were handled; BagError after timeout_s (a lost frame)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._handled.get(topic, 0) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    have = self._handled.get(topic, 0)
+                    raise BagError(
+                        f"lock-step: reasoner_node handled {have} of {count} frames of {topic} within "
+                        f"{timeout_s:.0f} s (frames lost between the player and the node?)"
+                    )
+                self._cond.wait(min(left, 0.5))
+                alive()
+
+    def close(self) -> None:
+        self._node.destroy_subscription(self._sub)
+
+
+class RequestGate:
+    """At most `limit` requests in flight over a whole run (0: no limit); `acquire` blocks the caller (the
+    player of one bag, whose playback clock stands still meanwhile)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._cond = threading.Condition()
+        self.in_flight = 0
+        self.peak = 0
+
+    def acquire(self, timeout_s: float = float("inf")) -> None:
+        """Take a slot; BagError when none frees within timeout_s (answers that never came)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self.limit > 0 and self.in_flight >= self.limit:
+                if time.monotonic() > deadline:
+                    raise BagError(
+                        f"no request slot freed within {timeout_s:.0f} s ({self.in_flight} in flight)"
+                    )
+                self._cond.wait(0.2)
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+
+    def release(self) -> None:
+        with self._cond:
+            self.in_flight -= 1
+            self._cond.notify_all()

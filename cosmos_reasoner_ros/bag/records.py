@@ -1,0 +1,299 @@
+"""One evaluated request as a typed record, its JSON-lines file (results.jsonl) and its making from a
+ReasonerResult message. Answers are kept as the parser's own values (`parsing.Trajectory`, `Box2D`,
+`Segment`), with the pixel values the node published beside the 0-1000 ones: evaluation compares and draws
+those values and never re-derives them from loose dictionaries."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.coordinates import norm_to_pixel, ns_from_sec_nanosec, point_pixels
+from cosmos_reasoner_ros.parsing import Box2D, Point2D, Segment, Trajectory
+
+__all__ = [
+    "CameraBox",
+    "CameraTrajectory",
+    "ResultRecord",
+    "load_records",
+    "record_from_msg",
+    "results_file",
+    "write_records",
+]
+
+
+@dataclass(frozen=True)
+class CameraTrajectory:
+    """A trajectory drawn on one camera's image (ReasonerResult.trajectories[i]); the points carry both the
+    0-1000 values and the pixels of that width x height image."""
+
+    trajectory: Trajectory
+    camera: str = ""
+    width: int = 0
+    height: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.trajectory.label
+
+    def pixels(self) -> list[tuple[float, float]]:
+        """(x, y) per point in pixels of the camera image."""
+        return [
+            (p.x, p.y) if p.x is not None and p.y is not None else point_pixels(p, self.width, self.height)
+            for p in self.trajectory.points
+        ]
+
+
+@dataclass(frozen=True)
+class CameraBox:
+    box: Box2D
+    camera: str = ""
+    width: int = 0
+    height: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.box.label
+
+    def pixels(self) -> tuple[float, float, float, float]:
+        b = self.box
+        if None not in (b.x1, b.y1, b.x2, b.y2):
+            return float(b.x1 or 0.0), float(b.y1 or 0.0), float(b.x2 or 0.0), float(b.y2 or 0.0)
+        return (
+            norm_to_pixel(b.x1_norm, self.width),
+            norm_to_pixel(b.y1_norm, self.height),
+            norm_to_pixel(b.x2_norm, self.width),
+            norm_to_pixel(b.y2_norm, self.height),
+        )
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    """One request of an evaluation: what was asked, on which clip, what came back, how long it took."""
+
+    request_id: str = ""
+    task: str = ""
+    instruction: str = ""
+    trigger_s: float = 0.0  # [s] bag time of the trigger, from the bag's start
+    stamp_ns: int = 0  # result header stamp (the clip's newest frame)
+    clip_start_ns: int = 0
+    clip_end_ns: int = 0
+    clip_frames: int = 0
+    cameras: tuple[str, ...] = ()
+    clip_uris: tuple[str, ...] = ()
+    success: bool = False
+    error_kind: str = ""
+    error: str = ""
+    reasoning: str = ""
+    answer: str = ""
+    choice: str = ""
+    trajectories: tuple[CameraTrajectory, ...] = ()
+    boxes: tuple[CameraBox, ...] = ()
+    segments: tuple[Segment, ...] = ()
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    ttft_s: float = 0.0
+    finish_reason: str = ""
+    image: str = ""  # annotated frame, relative to the report folder; empty: none
+    bag: str = ""  # the bag's name in a run of several bags (its folder name)
+    step: str = ""  # the goal's step (assisted_next_action)
+
+    @property
+    def outcome(self) -> str:
+        return "success" if self.success else (self.error_kind or "internal")
+
+    @property
+    def answered(self) -> bool:
+        """The server gave an answer (parsed or not): what the parse rate is counted over."""
+        return self.success or self.error_kind in ("unparseable", "truncated")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["cameras"], data["clip_uris"] = list(self.cameras), list(self.clip_uris)
+        data["trajectories"] = [_trajectory_dict(t) for t in self.trajectories]
+        data["boxes"] = [_box_dict(b) for b in self.boxes]
+        data["segments"] = [
+            {"caption": s.caption, "start_s": s.start_s, "end_s": s.end_s} for s in self.segments
+        ]
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResultRecord:
+        """The inverse of to_dict; unknown keys are ignored (newer files), missing ones take defaults."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in names}
+        for key in ("cameras", "clip_uris"):
+            if key in values:
+                values[key] = tuple(str(v) for v in values[key])
+        if "trajectories" in values:
+            values["trajectories"] = tuple(_trajectory_from(t) for t in values["trajectories"])
+        if "boxes" in values:
+            values["boxes"] = tuple(_box_from(b) for b in values["boxes"])
+        if "segments" in values:
+            values["segments"] = tuple(
+                Segment(float(s["start_s"]), float(s["end_s"]), str(s.get("caption", "")))
+                for s in values["segments"]
+            )
+        return cls(**values)
+
+
+def _trajectory_dict(t: CameraTrajectory) -> dict[str, Any]:
+    return {
+        "label": t.label,
+        "camera": t.camera,
+        "width": t.width,
+        "height": t.height,
+        "points_norm": [[p.x_norm, p.y_norm] for p in t.trajectory.points],
+        "points_px": [[x, y] for x, y in t.pixels()],
+    }
+
+
+def _box_dict(b: CameraBox) -> dict[str, Any]:
+    box = b.box
+    return {
+        "label": b.label,
+        "camera": b.camera,
+        "width": b.width,
+        "height": b.height,
+        "norm": [box.x1_norm, box.y1_norm, box.x2_norm, box.y2_norm],
+        "px": list(b.pixels()),
+    }
+
+
+def _trajectory_from(data: Mapping[str, Any]) -> CameraTrajectory:
+    label = str(data.get("label", ""))
+    norm = data.get("points_norm", [])
+    px = data.get("points_px") or [[None, None]] * len(norm)  # files written before pixels were kept
+    points = tuple(
+        Point2D(label, float(n[0]), float(n[1]), _opt(p[0]), _opt(p[1]))
+        for n, p in zip(norm, px, strict=True)
+    )
+    return CameraTrajectory(
+        Trajectory(label, points),
+        str(data.get("camera", "")),
+        int(data.get("width", 0)),
+        int(data.get("height", 0)),
+    )
+
+
+def _box_from(data: Mapping[str, Any]) -> CameraBox:
+    x1, y1, x2, y2 = (float(v) for v in data["norm"])
+    px = [_opt(v) for v in data.get("px") or [None] * 4]
+    box = Box2D(str(data.get("label", "")), x1, y1, x2, y2, px[0], px[1], px[2], px[3])
+    return CameraBox(box, str(data.get("camera", "")), int(data.get("width", 0)), int(data.get("height", 0)))
+
+
+def _opt(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def write_records(records: Iterable[ResultRecord], path: Path) -> None:
+    path.write_text("".join(r.to_json() + "\n" for r in records), encoding="utf-8")
+
+
+def results_file(path: Path) -> Path:
+    """A results.jsonl given directly or as the report folder that holds it."""
+    return path / "results.jsonl" if path.is_dir() else path
+
+
+def load_records(path: Path) -> list[ResultRecord]:
+    """The records of a results.jsonl (or of the report folder holding one)."""
+    path = results_file(path)
+    if not path.is_file():
+        raise BagError(f"results file {path} does not exist")
+    records = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            records.append(ResultRecord.from_dict(data))
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise BagError(f"{path}:{n}: not a result record: {exc}") from None
+    return records
+
+
+def _stamp_ns(t: Any) -> int:
+    return ns_from_sec_nanosec(t.sec, t.nanosec)
+
+
+def _points(label: str, norm: Sequence[Any], px: Sequence[Any]) -> tuple[Point2D, ...]:
+    if len(px) != len(norm):  # a message built by hand without pixels: derive none, keep the 0-1000 values
+        return tuple(Point2D(label, float(n.x), float(n.y)) for n in norm)
+    return tuple(
+        Point2D(label, float(n.x), float(n.y), float(p.x), float(p.y)) for n, p in zip(norm, px, strict=True)
+    )
+
+
+def record_from_msg(msg: Any, trigger_s: float = 0.0, bag: str = "", step: str = "") -> ResultRecord:
+    """A ReasonerResult (rclpy or rosbags object: fields are read by name) as a ResultRecord, with the
+    message's own pixel and 0-1000 values."""
+    return ResultRecord(
+        request_id=msg.request_id,
+        task=msg.task,
+        instruction=msg.instruction,
+        trigger_s=round(trigger_s, 6),
+        stamp_ns=_stamp_ns(msg.header.stamp),
+        clip_start_ns=_stamp_ns(msg.clip_start),
+        clip_end_ns=_stamp_ns(msg.clip_end),
+        clip_frames=int(msg.clip_frames),
+        cameras=tuple(msg.cameras),
+        clip_uris=tuple(msg.clip_uris),
+        success=bool(msg.success),
+        error_kind=msg.error_kind,
+        error=msg.error,
+        reasoning=msg.reasoning,
+        answer=msg.answer,
+        choice=msg.choice,
+        trajectories=tuple(
+            CameraTrajectory(
+                Trajectory(t.label, _points(t.label, t.points_norm, t.points_px)),
+                t.camera,
+                int(t.image_width),
+                int(t.image_height),
+            )
+            for t in msg.trajectories
+        ),
+        boxes=tuple(
+            CameraBox(
+                Box2D(
+                    b.label,
+                    float(b.x1_norm),
+                    float(b.y1_norm),
+                    float(b.x2_norm),
+                    float(b.y2_norm),
+                    float(b.x1_px),
+                    float(b.y1_px),
+                    float(b.x2_px),
+                    float(b.y2_px),
+                ),
+                b.camera,
+                int(b.image_width),
+                int(b.image_height),
+            )
+            for b in msg.boxes
+        ),
+        segments=tuple(
+            Segment(float(s.start_offset_s), float(s.end_offset_s), s.caption) for s in msg.segments
+        ),
+        model=msg.model,
+        prompt_tokens=int(msg.prompt_tokens),
+        completion_tokens=int(msg.completion_tokens),
+        latency_s=float(msg.latency_s),
+        ttft_s=float(msg.time_to_first_token_s),
+        finish_reason=msg.finish_reason,
+        bag=bag,
+        step=step,
+    )

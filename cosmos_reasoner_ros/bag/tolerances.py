@@ -1,0 +1,127 @@
+"""The tolerances of a regression run: the shipped config/tolerances.yaml, overridden by a user's file or a
+scenario's block. Every key is known and typed: a misspelt key or a wrong type is a BagError naming it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.package_files import config_file
+
+__all__ = ["AggregateTolerances", "RequestTolerances", "Tolerances", "load_tolerances"]
+
+
+@dataclass(frozen=True)
+class RequestTolerances:
+    """Per-request checks; None switches a check off (see config/tolerances.yaml)."""
+
+    new_failure: bool = True
+    require_success: bool = False
+    trajectory_mean_px: float | None = 40.0
+    trajectory_max_px: float | None = 80.0
+    trajectory_frechet_px: float | None = 80.0
+    box_iou_min: float | None = 0.5
+    segment_iou_min: float | None = 0.5
+    choice_equal: bool = True
+    text_similarity_min: float | None = None
+
+
+@dataclass(frozen=True)
+class AggregateTolerances:
+    unmatched_max: int | None = 0
+    success_rate_drop_max: float | None = 0.0
+    parse_rate_drop_max: float | None = 0.0
+    latency_p50_ratio_max: float | None = 2.0
+    latency_p95_ratio_max: float | None = 2.0
+    ttft_p50_ratio_max: float | None = 2.0
+    ttft_p95_ratio_max: float | None = 2.0
+    latency_slack_s: float = 0.05
+    completion_tokens_ratio_max: float | None = 1.5
+    success_rate_min: float | None = None
+    latency_p95_max_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    per_request: RequestTolerances = RequestTolerances()
+    tasks: Mapping[str, RequestTolerances] = field(default_factory=dict)  # per-task per_request
+    aggregate: AggregateTolerances = AggregateTolerances()
+
+    def for_task(self, task: str) -> RequestTolerances:
+        return self.tasks.get(task, self.per_request)
+
+    def merged(self, overrides: Mapping[str, Any], where: str) -> Tolerances:
+        """These tolerances with the keys of a YAML mapping (config/tolerances.yaml's layout) replaced."""
+        unknown = set(overrides) - {"per_request", "tasks", "aggregate"}
+        if unknown:
+            raise BagError(f"{where}: unknown tolerance section(s) {', '.join(sorted(unknown))}")
+        per_request = _apply(self.per_request, overrides.get("per_request") or {}, f"{where}: per_request")
+        # Task blocks start from this file's per_request (after its overrides), then their own keys.
+        tasks = dict(self.tasks)
+        task_blocks = overrides.get("tasks") or {}
+        if not isinstance(task_blocks, Mapping):
+            raise BagError(f"{where}: tasks must be a mapping of task name to per_request keys")
+        for task, block in task_blocks.items():
+            tasks[str(task)] = _apply(
+                tasks.get(str(task), per_request), block or {}, f"{where}: tasks.{task}"
+            )
+        aggregate = _apply(self.aggregate, overrides.get("aggregate") or {}, f"{where}: aggregate")
+        return Tolerances(per_request, tasks, aggregate)
+
+
+def _apply(current: Any, block: Any, where: str) -> Any:
+    if not isinstance(block, Mapping):
+        raise BagError(f"{where} must be a mapping")
+    known = {f.name: f for f in fields(current)}
+    values: dict[str, Any] = {}
+    for key, value in block.items():
+        if key not in known:
+            raise BagError(f"{where}: unknown key {key!r}; known: {', '.join(sorted(known))}")
+        values[key] = _typed(value, getattr(current, key), str(known[key].type), f"{where}.{key}")
+    return replace(current, **values)
+
+
+def _typed(value: Any, default: Any, annotation: str, where: str) -> Any:
+    optional = "None" in annotation
+    if value is None:
+        if not optional:
+            raise BagError(f"{where} cannot be null")
+        return None
+    if annotation.startswith("bool"):
+        if not isinstance(value, bool):
+            raise BagError(f"{where} must be true or false, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BagError(f"{where} must be a number{' or null' if optional else ''}, got {value!r}")
+    if not math.isfinite(float(value)) or value < 0:
+        raise BagError(f"{where} must be a finite number >= 0, got {value!r}")
+    return int(value) if annotation.startswith("int") else float(value)
+
+
+def _read(path: Path) -> Mapping[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise BagError(f"cannot read tolerances {path}: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise BagError(f"tolerances {path} must be a mapping")
+    return data
+
+
+def load_tolerances(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Tolerances:
+    """The shipped defaults, then `path`'s keys, then `overrides` (a scenario's block)."""
+    shipped = config_file("tolerances.yaml")
+    tolerances = Tolerances().merged(_read(shipped), str(shipped))
+    if path is not None:
+        tolerances = tolerances.merged(_read(path), str(path))
+    if overrides:
+        tolerances = tolerances.merged(overrides, "scenario tolerances")
+    return tolerances
