@@ -21,12 +21,10 @@ from typing import Any
 import launch_testing
 import launch_testing.actions
 import launch_testing.asserts
-import rclpy
 from cosmos_reasoner_ros.msg import ReasonerResult
 from launch import LaunchDescription
 from launch.actions import ExecuteProcess, IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 from support import launch_tools
@@ -78,25 +76,8 @@ def lifecycle(*args: str) -> str:
         time.sleep(0.5)
 
 
-class TestTransitions(unittest.TestCase):
-    def setUp(self) -> None:
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("lifecycle_probe", context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-
-    def tearDown(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-
-    def wait(self, predicate: Any, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not predicate():
-            if time.monotonic() > deadline:
-                self.fail(f"timed out after {timeout_s} s waiting for {what}")
-            self.executor.spin_once(timeout_sec=0.1)
+class TestTransitions(launch_tools.ProbeCase):
+    probe_name = "lifecycle_probe"
 
     def state(self) -> str:
         return lifecycle("get", NODE).split()[0]
@@ -105,13 +86,15 @@ class TestTransitions(unittest.TestCase):
         return self.node.count_services(f"{NODE}/trigger") > 0
 
     def test_walk_every_transition(self) -> None:
-        self.wait(lambda: self.node.count_services(f"{NODE}/get_state") > 0, 60, "the lifecycle services")
+        self.spin_until(
+            lambda: self.node.count_services(f"{NODE}/get_state") > 0, 60, "the lifecycle services"
+        )
         self.assertEqual(self.state(), "unconfigured")
         self.assertFalse(self.serves_trigger())
 
         lifecycle("set", NODE, "configure")
         self.assertEqual(self.state(), "inactive")
-        self.wait(lambda: self.node.count_publishers(f"{NODE}/result") > 0, 20, "the result publisher")
+        self.spin_until(lambda: self.node.count_publishers(f"{NODE}/result") > 0, 20, "the result publisher")
         self.assertFalse(self.serves_trigger())
 
         lifecycle("set", NODE, "activate")
@@ -123,17 +106,19 @@ class TestTransitions(unittest.TestCase):
         self.assertTrue(client.wait_for_service(timeout_sec=30))
         time.sleep(3.0)  # frames from the camera at the activated subscription
         future = client.call_async(Trigger.Request())
-        self.wait(future.done, 30, "the trigger reply")
+        self.spin_until(future.done, 30, "the trigger reply")
         request_id = future.result().message.split()[0]
-        self.wait(lambda: any(r.request_id == request_id for r in results), 60, "the result while active")
+        self.spin_until(
+            lambda: any(r.request_id == request_id for r in results), 60, "the result while active"
+        )
 
         lifecycle("set", NODE, "deactivate")
         self.assertEqual(self.state(), "inactive")
-        self.wait(lambda: not self.serves_trigger(), 20, "the trigger service gone")
+        self.spin_until(lambda: not self.serves_trigger(), 20, "the trigger service gone")
 
         lifecycle("set", NODE, "cleanup")
         self.assertEqual(self.state(), "unconfigured")
-        self.wait(lambda: self.node.count_publishers(f"{NODE}/result") == 0, 20, "the publishers gone")
+        self.spin_until(lambda: self.node.count_publishers(f"{NODE}/result") == 0, 20, "the publishers gone")
 
         lifecycle("set", NODE, "shutdown")
         self.assertEqual(self.state(), "finalized")

@@ -22,7 +22,6 @@ from typing import Any
 import launch_testing
 import launch_testing.actions
 import launch_testing.asserts
-import rclpy
 import yaml
 from cosmos_reasoner_ros.msg import ReasonerResult
 from diagnostic_msgs.msg import DiagnosticArray
@@ -30,7 +29,6 @@ from launch import LaunchDescription
 from launch.actions import ExecuteProcess, IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch_testing_ros import WaitForTopics
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 from support import launch_tools
@@ -87,27 +85,8 @@ def _status_values(msg: DiagnosticArray, name_part: str) -> dict[str, str] | Non
     return None
 
 
-class TestRunning(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.context = rclpy.Context()
-        rclpy.init(context=cls.context)
-        cls.node = rclpy.create_node("launch_tier_probe", context=cls.context)
-        cls.executor = SingleThreadedExecutor(context=cls.context)
-        cls.executor.add_node(cls.node)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.executor.shutdown()
-        cls.node.destroy_node()
-        rclpy.shutdown(context=cls.context)
-
-    def spin_until(self, predicate: Any, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not predicate():
-            if time.monotonic() > deadline:
-                self.fail(f"timed out after {timeout_s} s waiting for {what}")
-            self.executor.spin_once(timeout_sec=0.1)
+class TestRunning(launch_tools.ProbeCase):
+    probe_name = "launch_tier_probe"
 
     def test_diagnostics_flow(self) -> None:
         with WaitForTopics([("/diagnostics", DiagnosticArray)], timeout=30.0) as wait:

@@ -14,6 +14,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
+import unittest
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -179,3 +181,36 @@ def group_members(pgid: int) -> list[int]:
         if pgrp == pgid and state != "Z":
             members.append(int(entry.name))
     return members
+
+
+class ProbeCase(unittest.TestCase):
+    """A launch test case with a probe node of its own (private context, single-threaded executor) and a
+    spinning wait; the launched processes are reached over DDS like any client would."""
+
+    probe_name = "launch_probe"
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        cls.context = rclpy.Context()
+        rclpy.init(context=cls.context)
+        cls.node = rclpy.create_node(cls.probe_name, context=cls.context)
+        cls.executor = SingleThreadedExecutor(context=cls.context)
+        cls.executor.add_node(cls.node)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        import rclpy
+
+        cls.executor.shutdown()
+        cls.node.destroy_node()
+        rclpy.shutdown(context=cls.context)
+
+    def spin_until(self, predicate: Any, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                self.fail(f"timed out after {timeout_s} s waiting for {what}")
+            self.executor.spin_once(timeout_sec=0.1)
