@@ -28,9 +28,11 @@ from cosmos_reasoner_ros.bag.frames import FrameIndex
 from cosmos_reasoner_ros.bag.io import messages, open_reader, open_writer, typestore
 from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
 
+# Two points 0.35 m apart on the bag's 2 m depth plane (60° field of view): within the node's max_step_m check,
+# so that each trajectory also becomes a 3D path.
 POINTS = (
     '```json\n[{"point_2d": [250, 500], "label": "gripper"},\n'
-    ' {"point_2d": [750, 500], "label": "gripper"}]\n```'
+    ' {"point_2d": [400, 500], "label": "gripper"}]\n```'
 )
 
 
@@ -120,7 +122,7 @@ def test_live_evaluation_against_the_scripted_server(robot_bag: Path, tmp_path: 
         assert r["latency_s"] > 0 and r["ttft_s"] > 0 and r["model"] == "scripted"
     for r in by_task["trajectory"]:
         assert r["success"] and r["instruction"] == "pick up the bottle"
-        assert r["trajectories"][0]["points_norm"] == [[250.0, 500.0], [750.0, 500.0]]
+        assert r["trajectories"][0]["points_norm"] == [[250.0, 500.0], [400.0, 500.0]]
     for r in by_task["assisted_next_action"]:
         assert not r["success"] and r["error_kind"] == "rejected" and "scripted rejection" in r["error"]
     # The clip of each request ends at the newest frame before its trigger (the node samples at 4 fps).
