@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from cosmos_reasoner_ros.bag.compare import Check, RequestVerdict, RunStats, Verdict
+from cosmos_reasoner_ros.bag.records import ResultRecord
 
 __all__ = ["SweepColumn", "comparison_plots", "comparison_section", "sweep_page", "verdict_section"]
 
@@ -72,10 +73,8 @@ def _stats_rows(base: RunStats, cur: RunStats, checks: Sequence[Check]) -> str:
 
 
 def _request_row(n: int, r: RequestVerdict, image: str) -> str:
-    def side(rec: object) -> str:
-        from cosmos_reasoner_ros.bag.records import ResultRecord
-
-        if not isinstance(rec, ResultRecord):
+    def side(rec: ResultRecord | None) -> str:
+        if rec is None:
             return "—"
         text = rec.answer if rec.success else f"[{rec.outcome}] {rec.error}"
         return f"{_e(rec.outcome)} · {rec.latency_s:.3f} s\n{_e(_short(text))}"

@@ -10,29 +10,35 @@ several bags are then replayed at once (up to that many), each into its own node
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.frames import FrameIndex
 from cosmos_reasoner_ros.bag.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.node_process import (
+    NodeHandle,
+    NodeProcess,
+    NodeStarter,
+    default_params_file,
+    depth_topics,
+    namespaced_params_file,
+    node_command,
+    node_parameters,
+)
+from cosmos_reasoner_ros.bag.plan import Goal, TaskSpec, bag_paths, schedule, trigger_times
+from cosmos_reasoner_ros.bag.reason_goals import ReasonGoals
 from cosmos_reasoner_ros.bag.records import ResultRecord, record_from_msg
 
 if TYPE_CHECKING:
     from cosmos_reasoner_ros.bag.report import ReportFiles
-from cosmos_reasoner_ros.package_files import package_file
 
 __all__ = [
     "BagRunInfo",
@@ -52,35 +58,6 @@ __all__ = [
     "schedule",
     "trigger_times",
 ]
-
-
-def default_params_file() -> Path | None:
-    return package_file("config", "reasoner.yaml")
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    task: str
-    instruction: str = ""
-    step: str = ""  # the current step, for tasks that take one (assisted_next_action)
-
-    @classmethod
-    def parse(cls, text: str) -> TaskSpec:
-        """`name`, `name:instruction` or `name:instruction|step`."""
-        name, _, rest = text.partition(":")
-        instruction, _, step = rest.partition("|")
-        if not name.strip():
-            raise BagError(f"task {text!r} has no name")
-        return cls(name.strip(), instruction.strip(), step.strip())
-
-
-@dataclass(frozen=True)
-class Goal:
-    """A task asked at given bag times, or every period (from one period in)."""
-
-    spec: TaskSpec
-    at_s: tuple[float, ...] = ()
-    period_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -109,240 +86,9 @@ class EvalOptions:
     depth: bool = True  # give the node the bag's depth + CameraInfo topics (3D trajectories)
     media_dir: Path | None = None  # where the node writes clips (the server must read it); a folder per bag
 
-
-def trigger_times(duration_s: float, period_s: float, at_s: Sequence[float] = ()) -> list[float]:
-    """Given times inside the bag, else every period from one period in (the first clip needs frames)."""
-    if at_s:
-        bad = [t for t in at_s if not 0 <= t <= duration_s]
-        if bad:
-            raise BagError(f"trigger times {bad} lie outside the bag (0-{duration_s:.2f} s)")
-        return sorted(at_s)
-    if period_s <= 0:
-        raise BagError("the trigger period must be > 0 (or give --at times)")
-    n = int(duration_s / period_s + 1e-9)
-    return [k * period_s for k in range(1, n + 1)]
-
-
-def schedule(duration_s: float, options: EvalOptions) -> list[tuple[float, TaskSpec]]:
-    """(bag time, task) of every goal, by time; goals at one time keep their order."""
-    goals = options.goals or tuple(Goal(spec, options.at_s, options.period_s) for spec in options.tasks)
-    items = [
-        (t, n, g.spec) for n, g in enumerate(goals) for t in trigger_times(duration_s, g.period_s, g.at_s)
-    ]
-    return [(t, spec) for t, _, spec in sorted(items, key=lambda i: (i[0], i[1]))]
-
-
-def bag_paths(paths: Sequence[Path]) -> list[Path]:
-    """Bags given directly or as folders of bags (every sub-folder with a metadata.yaml, sorted)."""
-    found: list[Path] = []
-    for path in paths:
-        if (path / "metadata.yaml").is_file() or not path.is_dir():
-            found.append(path)
-            continue
-        inside = sorted(p.parent for p in path.rglob("metadata.yaml"))
-        if not inside:
-            raise BagError(f"{path} is neither a bag nor a folder holding bags")
-        found += inside
-    labels = [p.name for p in found]
-    if len(set(labels)) != len(labels):
-        raise BagError(f"bags need distinct folder names to be told apart in the report: {labels}")
-    return found
-
-
-# ------------------------------------------------------------------------------------------- the node
-
-_EMPTY = "''"  # a YAML empty string: rcl rejects `name:=` with nothing after it
-
-
-def depth_topics(reader: Any) -> tuple[str, str]:
-    """(depth image topic, CameraInfo topic) of a bag, or empty strings when it lacks either."""
-    depth = next(
-        (c.topic for c in reader.connections if c.msgtype == "sensor_msgs/msg/Image" and "depth" in c.topic),
-        "",
-    )
-    info = next((c.topic for c in reader.connections if c.msgtype == "sensor_msgs/msg/CameraInfo"), "")
-    return (depth, info) if depth and info else ("", "")
-
-
-def _simultaneous(options: EvalOptions) -> int:
-    goals = options.goals or tuple(Goal(s, options.at_s, options.period_s) for s in options.tasks)
-    return max(1, len(goals))
-
-
-def node_parameters(
-    options: EvalOptions,
-    image_topic: str,
-    compressed: bool,
-    media_dir: Path,
-    depth_topic: str = "",
-    info_topic: str = "",
-) -> list[str]:
-    """The node's parameters for a replay of the bag, as `name:=value` (YAML values, as `-p` takes them); they
-    override the parameter file."""
-    from cosmos_reasoner_ros.bag.lockstep import DIAGNOSTICS_PERIOD_S
-
-    in_flight = max(_simultaneous(options), options.in_flight)
-    return [
-        f"server_url:={options.server_url}",
-        "cameras:=[camera]",
-        f"camera.camera.topic:={image_topic}",
-        f"camera.camera.compressed:={'true' if compressed else 'false'}",
-        f"camera.camera.depth_topic:={depth_topic or _EMPTY}",
-        f"camera.camera.camera_info_topic:={info_topic or _EMPTY}",
-        f"media_dir:={media_dir}",
-        "trigger_period_s:=0.0",
-        "image_qos:=reliable",
-        f"max_in_flight:={in_flight}",
-        "wait_for_server_s:=10.0",
-        *([f"diagnostics_period_s:={DIAGNOSTICS_PERIOD_S}"] if options.lock_step else []),
-        *options.params,
-    ]
-
-
-def namespaced_params_file(params_file: Path, namespace: str, node_name: str, out: Path) -> Path:
-    """A copy of a parameter file whose block for the node is keyed by its namespaced name (a relative key
-    such as `reasoner_node:` does not match /eval1/reasoner_node)."""
-    try:
-        data = yaml.safe_load(params_file.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise BagError(f"cannot read node parameters {params_file}: {exc}") from None
-    if not isinstance(data, dict):
-        raise BagError(f"node parameters {params_file} must be a mapping")
-    fqn = f"{namespace}/{node_name}"
-    renamed = {(fqn if k in (node_name, "/" + node_name) else k): v for k, v in data.items()}
-    out.write_text(yaml.safe_dump(renamed, sort_keys=False), encoding="utf-8")
-    return out
-
-
-def node_command(
-    options: EvalOptions,
-    image_topic: str,
-    compressed: bool,
-    media_dir: Path,
-    depth_topic: str = "",
-    info_topic: str = "",
-    namespace: str = "",
-    params_file: Path | None = None,
-) -> list[str]:
-    params_file = params_file or options.params_file or default_params_file()
-    cmd = [
-        sys.executable,
-        "-m",
-        "cosmos_reasoner_ros.node",
-        "--ros-args",
-        "-r",
-        f"__node:={options.node_name}",
-    ]
-    if namespace:
-        cmd += ["-r", f"__ns:={namespace}", "-r", f"/diagnostics:={namespace}/diagnostics"]
-    if params_file is not None:
-        cmd += ["--params-file", str(params_file)]
-    for value in node_parameters(options, image_topic, compressed, media_dir, depth_topic, info_topic):
-        cmd += ["-p", value]
-    return cmd
-
-
-class NodeHandle(Protocol):
-    """A running reasoner_node (and whatever was started with it)."""
-
-    def check_alive(self) -> None:
-        """Raise BagError (with the log's tail) when the node has exited."""
-
-    def stop(self) -> None:
-        """Stop it and everything started with it."""
-
-
-# Starts the node for a replay: (parameter file or None, parameters as `name:=value`, log path) -> handle.
-NodeStarter = Callable[[Path | None, Sequence[str], Path], NodeHandle]
-
-
-class _NodeProcess:
-    def __init__(self, cmd: list[str], log_path: Path) -> None:
-        env = dict(os.environ)
-        env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)  # let the child set up its own library paths
-        self._log = log_path.open("wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
-        self.log_path = log_path
-
-    def check_alive(self) -> None:
-        if self.proc.poll() is not None:
-            tail = self.log_path.read_text(errors="replace")[-1500:]
-            raise BagError(f"reasoner_node exited with code {self.proc.returncode}:\n{tail}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
-# ------------------------------------------------------------------------------------------- goals
-
-
-@dataclass
-class _Pending:
-    spec: TaskSpec
-    trigger_s: float
-    result: Any = None
-    error: str = ""
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class _Goals:
-    """Reason goals in flight for one bag; completion arrives on the executor thread."""
-
-    def __init__(self, client: Any, gate: Any, on_done: Callable[[], None], timeout_s: float) -> None:
-        self.client = client
-        self.gate = gate
-        self.timeout_s = timeout_s
-        self.items: list[_Pending] = []
-        self._on_done = on_done
-        self._lock = threading.Lock()
-
-    def send(self, spec: TaskSpec, trigger_s: float) -> None:
-        from cosmos_reasoner_ros.action import Reason
-
-        self.gate.acquire(self.timeout_s)  # blocks the player (its clock stands still) at the run's bound
-        pending = _Pending(spec, trigger_s)
-        with self._lock:
-            self.items.append(pending)
-        future = self.client.send_goal_async(
-            Reason.Goal(task=spec.task, instruction=spec.instruction, step=spec.step)
-        )
-
-        def on_goal(f: Any) -> None:
-            handle = f.result()
-            if handle is None or not handle.accepted:
-                self._finish(pending, None, "goal rejected")
-                return
-            handle.get_result_async().add_done_callback(lambda r: self._on_result(pending, r.result()))
-
-        future.add_done_callback(on_goal)
-
-    def _on_result(self, pending: _Pending, response: Any) -> None:
-        result = response.result.result
-        if not result.request_id:  # an aborted goal carries an empty result, not the node's ReasonerResult
-            self._finish(
-                pending, None, f"the node ended the goal without a result (goal status {response.status})"
-            )
-        else:
-            self._finish(pending, result, "")
-
-    def _finish(self, pending: _Pending, result: Any, error: str) -> None:
-        if pending.done.is_set():
-            return
-        pending.result, pending.error = result, error
-        pending.done.set()
-        self.gate.release()
-        self._on_done()
-
-    def wait_all(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        return all(p.done.wait(max(0.0, deadline - time.monotonic())) for p in list(self.items))
+    def goal_list(self) -> tuple[Goal, ...]:
+        """The goals, or each task at the given times (every period)."""
+        return self.goals or tuple(Goal(spec, self.at_s, self.period_s) for spec in self.tasks)
 
 
 # ------------------------------------------------------------------------------------------- one bag
@@ -415,7 +161,7 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
     started = time.monotonic()
     try:
         player = Player(node, bag, PlayOptions(rate=options.rate, remap=remap))
-        plan = schedule(player.duration_s, options)
+        plan = schedule(player.duration_s, options.goal_list())
         watch = IngestWatch(node, f"{namespace}/diagnostics" if namespace else "/diagnostics")
         if shared.start_node is None:
             params_file = options.params_file or default_params_file()
@@ -426,7 +172,7 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
             cmd = node_command(
                 options, image_topic, frames.compressed, media, depth, info, namespace, params_file
             )
-            handle = _NodeProcess(cmd, work / "node.log")
+            handle = NodeProcess(cmd, work / "node.log")
         else:
             parameters = node_parameters(options, image_topic, frames.compressed, media, depth, info)
             handle = shared.start_node(
@@ -455,7 +201,7 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
                 recorder.add_passthrough(conn.id, conn.topic, conn.msgtype)
             recorder.discover()
 
-        goals = _Goals(client, shared.gate, lambda: shared.bar.update(1), options.timeout_s)
+        goals = ReasonGoals(client, shared.gate, lambda: shared.bar.update(1), options.timeout_s)
         queue = list(plan)
         published = {"images": 0}
         alive = handle.check_alive
@@ -602,7 +348,7 @@ def evaluate_bags(
     for bag in bags:  # every bag and trigger checked before any node starts
         reader = open_reader(bag)
         try:
-            total += len(schedule((reader.end_time - reader.start_time) / 1e9, options))
+            total += len(schedule((reader.end_time - reader.start_time) / 1e9, options.goal_list()))
         finally:
             reader.close()
     concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))

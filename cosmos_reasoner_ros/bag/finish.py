@@ -4,6 +4,7 @@ command line prints."""
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -110,11 +111,10 @@ def finish_run(
             )
         rows = [replace(row, failed_checks=failed_by_bag.get(row.bag, 0)) for row in bag_rows]
         sections.append(bag_table(done, rows))
-    extra_plots: tuple[Path, ...] = ()
-    if baseline is not None:
-        extra_plots = comparison_plots(verdict, out / "plots")
+    if baseline is not None:  # its plots go inside the comparison section, not beside the run's own
+        compare_plots = comparison_plots(verdict, out / "plots")
         sections.append(
-            comparison_section(verdict, differences, [p.relative_to(out).as_posix() for p in extra_plots])
+            comparison_section(verdict, differences, [p.relative_to(out).as_posix() for p in compare_plots])
         )
     card_extras: dict[int, str] = {}
     position = {id(r): n for n, r in enumerate(done, start=1)}
@@ -122,7 +122,7 @@ def finish_run(
         if r.current is None or id(r.current) not in position:
             continue
         failed = [c.describe() for c in r.checks if not c.passed]
-        parts = [f"<p class='err'>exceeded: {html_escape('; '.join(failed))}</p>"] if failed else []
+        parts = [f"<p class='err'>exceeded: {html.escape('; '.join(failed))}</p>"] if failed else []
         if i in differences:
             parts.append(f"<p><a href='#cmp{i + 1}'>differs from the baseline</a></p>")
         card_extras[position[id(r.current)]] = "".join(parts)
@@ -132,16 +132,8 @@ def finish_run(
         title or f"Cosmos Reasoner evaluation ({len(done)} requests)",
         sections=sections,
         card_extras=card_extras,
-        extra_plots=(),
     )
-    del extra_plots  # shown inside the comparison section, not beside the run's own plots
     return RunResult(tuple(done), verdict, files, out)
-
-
-def html_escape(text: str) -> str:
-    import html
-
-    return html.escape(text, quote=True)
 
 
 def summary_lines(result: RunResult, name: str = "", limit: int = 10) -> list[str]:

@@ -236,9 +236,8 @@ def write_report(
     title: str = "Cosmos Reasoner evaluation",
     sections: Sequence[str] = (),
     card_extras: Mapping[int, str] | None = None,
-    extra_plots: Sequence[Path] = (),
 ) -> ReportFiles:
     """index.html and plots/*.png in `out_dir`; image paths in the records are relative to it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = (*write_plots(records, out_dir / "plots"), *extra_plots)
+    plots = write_plots(records, out_dir / "plots")
     return ReportFiles(write_html(records, out_dir, plots, title, sections, card_extras), plots)

@@ -1,7 +1,7 @@
-"""bag.compare, bag.tolerances, bag.junit: crafted baseline/current results give the expected metric for each
-answer kind, each tolerance passes at its limit and fails past it, aggregate checks (rates, percentiles,
-tokens, unmatched requests), the shipped tolerances file, and JUnit XML valid against the junit-10 schema
-(Jenkins xunit-plugin's, as pytest validates its own; vendored beside this test)."""
+"""bag.metrics, bag.compare, bag.tolerances, bag.junit: crafted baseline/current results give the expected
+metric for each answer kind, each tolerance passes at its limit and fails past it, aggregate checks (rates,
+percentiles, tokens, unmatched requests), the shipped tolerances file, and JUnit XML valid against the
+junit-10 schema (Jenkins xunit-plugin's, as pytest validates its own; vendored beside this test)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from cosmos_reasoner_ros.bag.compare import (
-    RunStats,
+from cosmos_reasoner_ros.bag.compare import RunStats, judge, match_records
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.junit import JUnitSuite, junit_xml, write_junit
+from cosmos_reasoner_ros.bag.metrics import (
     box_iou,
     discrete_frechet,
     dtw_mean,
-    judge,
-    match_records,
     percentile,
     point_distances,
     segment_iou,
     text_similarity,
 )
-from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.junit import JUnitSuite, junit_xml, write_junit
 from cosmos_reasoner_ros.bag.records import (
     CameraBox,
     CameraTrajectory,

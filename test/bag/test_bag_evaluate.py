@@ -28,8 +28,8 @@ from cosmos_reasoner_ros.bag.frames import FrameIndex
 from cosmos_reasoner_ros.bag.io import messages, open_reader, open_writer, typestore
 from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
 
-# Two points 0.35 m apart on the bag's 2 m depth plane (60° field of view): within the node's max_step_m check,
-# so that each trajectory also becomes a 3D path.
+# Two points 0.35 m apart on the bag's 2 m depth plane (60° field of view): within the node's max_step_m
+# check, so that each trajectory also becomes a 3D path.
 POINTS = (
     '```json\n[{"point_2d": [250, 500], "label": "gripper"},\n'
     ' {"point_2d": [400, 500], "label": "gripper"}]\n```'

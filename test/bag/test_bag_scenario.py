@@ -36,7 +36,7 @@ def test_the_shipped_example_loads() -> None:
     assert tol.per_request.require_success and tol.for_task("trajectory").trajectory_mean_px == 25.0
     assert tol.for_task("trajectory").require_success  # task blocks start from the scenario's per_request
     # The schedule of a 7 s bag: goals by time, in their order at one time.
-    plan = schedule(7.0, options)
+    plan = schedule(7.0, options.goal_list())
     assert [(t, spec.task) for t, spec in plan] == [
         (2.0, "next_action"),
         (3.0, "assisted_next_action"),
