@@ -280,7 +280,7 @@ def test_a_request_that_ignores_its_deadline_gets_a_timeout_after_the_grace_and_
     t0 = time.monotonic()
     s.submit(Job(spec("x", deadline_s=0.2), ("front",), more=(spec("y"),)))
     wait_until(lambda: len(delivered) == 2, 5, "timeouts for both requests")
-    assert 0.4 <= time.monotonic() - t0 < 1.5  # the deadline plus the grace
+    assert 1.2 <= time.monotonic() - t0 < 2.5  # the deadline plus the grace (1 s)
     assert {o.error_kind for o in delivered} == {"timeout"} and "did not stop" in delivered[0].error
     assert s.in_flight() == 1  # still running: the slot is honest about it
     stuck.set()
