@@ -264,6 +264,28 @@ def test_report_from_recorded_results(
     # Without a camera bag there are no frames, but the page and lines are still written.
     assert evaluate_recorded(results, tmp_path / "bare").index.is_file()
     assert "no frame" in (tmp_path / "bare" / "index.html").read_text()
+    # The same recording judged against the report as its baseline: every request matches, exit 0; a recording
+    # with one answer changed and a text tolerance exceeds it (exit 1), and says which request.
+    capsys.readouterr()
+    same = ["evaluate", "--results", str(results), "-o", str(tmp_path / "same"), "--baseline", str(out)]
+    assert main(same) == 0
+    assert "3/3 within tolerance" in capsys.readouterr().out
+    changed = tmp_path / "changed"
+    write_results_bag(changed, ["a <b>", "b", "something else"], ends)
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("per_request:\n  text_similarity_min: 0.9\n")
+    args = [
+        "evaluate",
+        "--results",
+        str(changed),
+        "-o",
+        str(tmp_path / "changed_report"),
+        "--baseline",
+        str(out),
+    ]
+    assert main([*args, "--tolerances", str(strict)]) == 1
+    stdout = capsys.readouterr().out
+    assert "FAIL: 1 tolerance(s) exceeded" in stdout and "t=2.00s trajectory" in stdout
 
 
 def test_trigger_times_and_task_specs() -> None:

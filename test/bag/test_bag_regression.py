@@ -172,7 +172,9 @@ def test_lock_step_gives_the_same_clip_windows_at_any_speed_and_load(
     assert all(json.loads(line)["success"] for line in (loaded / "results.jsonl").read_text().splitlines())
 
 
-def test_several_bags_with_requests_in_flight_a_baseline_and_junit(bags: Path, tmp_path: Path) -> None:
+def test_several_bags_with_requests_in_flight_a_baseline_and_junit(
+    bags: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     first, second, junit = tmp_path / "first", tmp_path / "second", tmp_path / "junit.xml"
     tolerances = tmp_path / "tolerances.yaml"
     tolerances.write_text("per_request:\n  trajectory_mean_px: 5.0\n")
@@ -186,6 +188,9 @@ def test_several_bags_with_requests_in_flight_a_baseline_and_junit(bags: Path, t
             == 0
         )
         peak = server.peak_concurrency()
+    captured = capsys.readouterr()
+    assert "evaluate: 100%" in captured.err and "18/18" in captured.err  # the progress bar, over all bags
+    assert "18 requests over 3 bags: 18 success" in captured.out and "PASS" in captured.out
     # 3 bags x 3 trigger times (2, 4, 6 s) x 2 tasks, at most 2 in flight, and indeed 2 at once.
     records = [json.loads(line) for line in (first / "results.jsonl").read_text().splitlines()]
     assert len(records) == 18 and all(r["success"] for r in records), [r["error"] for r in records]
