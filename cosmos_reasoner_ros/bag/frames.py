@@ -78,7 +78,15 @@ class FrameIndex:
 
 
 def _caption(record: ResultRecord) -> str:
-    return (record.answer.strip().splitlines() or [""])[0] if record.success else f"[{record.outcome}]"
+    """The answer's first line that says something (not a code fence), or the outcome of a failure."""
+    if not record.success:
+        return f"[{record.outcome}]"
+    lines = [
+        line.strip()
+        for line in record.answer.splitlines()
+        if line.strip() and not line.strip().startswith("```")
+    ]
+    return lines[0] if lines else ""
 
 
 def annotated_frame(record: ResultRecord, frame: np.ndarray) -> np.ndarray:

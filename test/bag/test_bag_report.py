@@ -246,3 +246,33 @@ def test_make_and_report_need_no_ros(robot_clip: Path, tmp_path: Path, robot_fra
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert "cosmos_reasoner_ros.bag.play" not in loaded and "cosmos_reasoner_ros.bag.record" not in loaded
     assert (tmp_path / "index.html").is_file() and (tmp_path / "bag" / "metadata.yaml").is_file()
+
+
+def test_difference_frame_draws_both_answers(robot_frame: np.ndarray) -> None:
+    from cosmos_reasoner_ros.bag.frames import annotated_frame, difference_frame
+
+    def with_point(x: float) -> ResultRecord:
+        t = Trajectory("gripper", (Point2D("gripper", x, 500.0), Point2D("gripper", x, 900.0)))
+        return ResultRecord(
+            task="trajectory",
+            success=True,
+            answer="```json\n[...]\n```",
+            trajectories=(CameraTrajectory(t, "camera", 644, 476),),
+        )
+
+    base, cur = with_point(200.0), with_point(800.0)
+    drawn = difference_frame(base, cur, robot_frame)
+    h, w = robot_frame.shape[:2]
+    assert drawn.shape[0] > h and drawn.shape[1] == w  # the frame and a band with both answers below it
+    y = round(0.7 * h)  # on both drawn paths, between their points
+    for x in (round(0.2 * w), round(0.8 * w)):
+        assert (
+            np.abs(
+                drawn[y - 2 : y + 3, x - 2 : x + 3].astype(int) - robot_frame[y - 2 : y + 3, x - 2 : x + 3]
+            ).mean()
+            > 30
+        )
+    # One answer alone draws only its own path; the other place stays as it was.
+    single = annotated_frame(base, robot_frame)
+    x = round(0.8 * w)
+    assert np.array_equal(single[y - 2 : y + 3, x - 2 : x + 3], robot_frame[y - 2 : y + 3, x - 2 : x + 3])
