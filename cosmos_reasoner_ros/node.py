@@ -402,6 +402,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             default_instruction = self._instruction
         names = tasks or (cfg.task,)
         base = f"{self.get_name()}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        trigger_time, trigger_ns = time.monotonic(), self.get_clock().now().nanoseconds  # one for the clip
         if max_result_age_s == 0:
             max_result_age_s = cfg.max_result_age_s
         elif max_result_age_s < 0:
@@ -432,8 +433,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                     step=step,
                     cameras=cameras,
                     clip_seconds=clip_seconds,
-                    trigger_time=time.monotonic(),
-                    trigger_ns=self.get_clock().now().nanoseconds,
+                    trigger_time=trigger_time,
+                    trigger_ns=trigger_ns,
                     clip_id=base,
                     reasoning=reasoning,
                     deadline_s=deadline_s,
