@@ -208,8 +208,11 @@ def test_several_bags_with_requests_in_flight_a_baseline_and_junit(
     try:
         counts = {c.topic: c.msgcount for c in reader.connections}
         start, end = reader.start_time, reader.end_time
+        # Each topic carries its message definition (what Foxglove decodes the package's own messages with).
+        result_def = next(c.msgdef.data for c in reader.connections if c.topic.endswith("/result"))
     finally:
         reader.close()
+    assert "string request_id" in result_def and "Trajectory2D[] trajectories" in result_def
     assert counts["/camera/image_raw/compressed"] == frames and counts["/eval2/reasoner_node/result"] == 6
     assert counts["/eval2/diagnostics"] >= 1
     assert counts["/eval2/reasoner_node/annotated_image"] >= 1
