@@ -95,6 +95,11 @@ class NodeSpec:
     lifecycle: bool = False  # start it as a launch_ros LifecycleNode (a managed node)
 
     @property
+    def action(self) -> str:
+        """The launch_ros action that starts it: "lifecycle_node" or "node"."""
+        return "lifecycle_node" if self.lifecycle else "node"
+
+    @property
     def parameters(self) -> list[str | dict[str, Any]]:
         return [self.params_file, dict(self.overrides)]
 

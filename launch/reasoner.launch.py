@@ -13,6 +13,8 @@ from launch_ros.actions import LifecycleNode, Node
 
 from cosmos_reasoner_ros import launch_config
 
+NODE_ACTIONS = {"node": Node, "lifecycle_node": LifecycleNode}  # launch_config decides which
+
 
 def _processes(context, *args, **kwargs):
     plan = launch_config.plan(
@@ -28,9 +30,8 @@ def _processes(context, *args, **kwargs):
                 sigterm_timeout=str(plan.supervisor.sigterm_timeout_s),
             )
         )
-    node = LifecycleNode if plan.node.lifecycle else Node
     actions.append(
-        node(
+        NODE_ACTIONS[plan.node.action](
             package=plan.node.package,
             executable=plan.node.executable,
             name=plan.node.name,

@@ -128,6 +128,7 @@ def test_every_argument_is_described_and_unique() -> None:
 def test_lifecycle_argument_starts_a_managed_node() -> None:
     assert not lc.plan({}).node.lifecycle
     managed = lc.plan({"lifecycle": "true"}).node
-    assert managed.lifecycle and managed.overrides["lifecycle"] is True
+    assert managed.lifecycle and managed.overrides["lifecycle"] is True and managed.action == "lifecycle_node"
+    assert lc.plan({}).node.action == "node"
     with pytest.raises(lc.LaunchArgumentError, match="lifecycle: expected true or false"):
         lc.plan({"lifecycle": "maybe"})
