@@ -38,11 +38,13 @@ from support.paths import BENCH_RESULTS, ROBOT_CLIP
 
 from cosmos_reasoner_ros.bag.make import source_frames
 from cosmos_reasoner_ros.client import ClientSettings, Completion, ReasonerClient
-from cosmos_reasoner_ros.clip_buffer import ClipBuffer, MultiCameraBuffer
+from cosmos_reasoner_ros.clip_buffer import ClipBuffer
 from cosmos_reasoner_ros.clip_writer import ClipWriter
 from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
-from cosmos_reasoner_ros.pipeline import Outcome, Pipeline, PipelineSettings, RequestSpec
+from cosmos_reasoner_ros.multi_camera import MultiCameraBuffer
+from cosmos_reasoner_ros.outcome import Outcome, RequestSpec
+from cosmos_reasoner_ros.pipeline import Pipeline, PipelineSettings
 from cosmos_reasoner_ros.request_builder import ChatRequest, RequestSettings
 from cosmos_reasoner_ros.tasks import TaskCatalog
 

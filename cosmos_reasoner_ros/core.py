@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
-from cosmos_reasoner_ros.clip_buffer import ClipBuffer, MultiCameraBuffer
+from cosmos_reasoner_ros.clip_buffer import ClipBuffer
 from cosmos_reasoner_ros.clip_writer import ClipWriter, PreEncoder
 from cosmos_reasoner_ros.errors import ReasonerError
 from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
+from cosmos_reasoner_ros.multi_camera import MultiCameraBuffer
 from cosmos_reasoner_ros.parameters import ConfigError, NodeConfig, validate
 from cosmos_reasoner_ros.pipeline import Pipeline, PipelineSettings
 from cosmos_reasoner_ros.request_builder import RequestSettings

@@ -11,10 +11,24 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cosmos_reasoner_ros.clip_buffer import BufferStats
 
-__all__ = ["CameraStats", "ProblemLog", "StatusReport", "camera_status", "requests_status", "server_status"]
+if TYPE_CHECKING:  # annotations only: diagnostics stays below the modules it reports on
+    from cosmos_reasoner_ros.health import HealthMonitor
+    from cosmos_reasoner_ros.parameters import NodeConfig
+    from cosmos_reasoner_ros.scheduler import RequestScheduler
+
+__all__ = [
+    "CameraStats",
+    "ProblemLog",
+    "StatusReport",
+    "camera_status",
+    "node_status",
+    "requests_status",
+    "server_status",
+]
 
 
 @dataclass(frozen=True)
@@ -144,3 +158,23 @@ def camera_status(
         values,
         hardware_id=name,
     )
+
+
+def node_status(
+    cfg: NodeConfig,
+    health: HealthMonitor,
+    scheduler: RequestScheduler,
+    last: LastRequest,
+    cameras: Mapping[str, tuple[CameraStats, BufferStats]],
+    extra: Mapping[str, object],
+) -> list[StatusReport]:
+    """reasoner_node's statuses: the server, the requests, one per camera (stale after 5 sampling periods or
+    2 s without a message)."""
+    reports = [server_status(cfg.server_url, health.model, health.healthy, health.error)]
+    counts = scheduler.counts()
+    reports.append(requests_status(counts, scheduler.in_flight(), scheduler.waiting(), last, extra))
+    now, stale_after = time.monotonic(), max(2.0, 5.0 / cfg.sample_fps)
+    for cam in cfg.cameras:
+        stats, buffer = cameras[cam.name]
+        reports.append(camera_status(cam.name, cam.topic, stats, buffer, now, stale_after))
+    return reports

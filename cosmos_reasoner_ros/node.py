@@ -18,23 +18,19 @@ from __future__ import annotations
 import collections
 import itertools
 import math
-import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.service import Service
-from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
@@ -43,31 +39,18 @@ from std_srvs.srv import Trigger
 
 from cosmos_reasoner_ros.client import ReasonerClient
 from cosmos_reasoner_ros.core import Core
-from cosmos_reasoner_ros.diagnostics import (
-    LastRequest,
-    ProblemLog,
-    StatusReport,
-    camera_status,
-    requests_status,
-    server_status,
-)
+from cosmos_reasoner_ros.diagnostics import LastRequest, ProblemLog, StatusReport, node_status
 from cosmos_reasoner_ros.errors import (
     TaskError,
 )
 from cosmos_reasoner_ros.health import HealthMonitor
 from cosmos_reasoner_ros.ingest import CameraIngest
-from cosmos_reasoner_ros.malloc_tuning import tune_malloc
+from cosmos_reasoner_ros.outcome import Outcome, ProgressCallback
 from cosmos_reasoner_ros.outputs import ResultOutputs
-from cosmos_reasoner_ros.parameters import (
-    CAMERA_PARAMETERS,
-    PARAMETERS,
-    CameraConfig,
-    ConfigError,
-    NodeConfig,
-)
-from cosmos_reasoner_ros.pipeline import Outcome, ProgressCallback, RequestSpec
+from cosmos_reasoner_ros.parameters import ConfigError, NodeConfig, read_config
 from cosmos_reasoner_ros.reason_action import ReasonActionServer
-from cosmos_reasoner_ros.request_checks import RequestGroup, group_problem, instruction_problem
+from cosmos_reasoner_ros.request_checks import group_problem, instruction_problem
+from cosmos_reasoner_ros.request_groups import RequestGroup, build_group
 from cosmos_reasoner_ros.ros_conversion import (
     diagnostic_array,
     diagnostic_status,
@@ -102,7 +85,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         self._inputs: list[Any] = []  # subscriptions, service, timers created at activate
         self._config_error: ConfigError | None = None
         try:
-            self.config = cfg = self._declare_and_read()
+            self.config = cfg = read_config(self._declare)
         except Exception:
             Node.destroy_node(self)  # the half-built node must not outlive the failed start
             raise
@@ -121,16 +104,6 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             raise ConfigError("activation failed (see the log)")
 
     # ------------------------------------------------------------------------------------- configuration
-
-    def _declare_and_read(self) -> NodeConfig:
-        values: dict[str, Any] = {name: self._declare(name, d, doc) for name, (d, doc) in PARAMETERS.items()}
-        cameras = []
-        for cam in values.pop("cameras"):
-            c = {k: self._declare(f"camera.{cam}.{k}", d, doc) for k, (d, doc) in CAMERA_PARAMETERS.items()}
-            if not c["topic"]:
-                c["topic"] = f"/{cam}/image_raw" + ("/compressed" if c["compressed"] else "")
-            cameras.append(CameraConfig(name=cam, **c))
-        return NodeConfig(cameras=tuple(cameras), **values)
 
     def _declare(self, name: str, default: Any, doc: str) -> Any:
         # Floats accept integers too (`clip_seconds: 4` in YAML); every other type is checked by rclpy.
@@ -348,7 +321,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             self._inputs.append(self.create_timer(period, tick, callback_group=timer_group))
         self._action = ReasonActionServer(
             self,
-            self.goal_group,
+            self.new_group,
             lambda group, progress, done: self.submit(group, progress, done)[0],
             lambda job: self.scheduler.cancel(job),
             lambda outcome: result_msg(outcome, self._frame_id(outcome)),
@@ -397,76 +370,29 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         the cameras, window, trigger time, deadline and a clip id. max_result_age_s: 0 the node's parameter,
         negative no limit. One task takes the instruction as before; several share it among those tasks that
         take one (or each gets its own from `instructions`)."""
-        cfg, catalog = self.config, self.catalog
+        cfg = self.config
         with self._lock:
             default_instruction = self._instruction
-        names = tasks or (cfg.task,)
-        base = f"{self.get_name()}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
-        trigger_time, trigger_ns = time.monotonic(), self.get_clock().now().nanoseconds  # one for the clip
         if max_result_age_s == 0:
             max_result_age_s = cfg.max_result_age_s
         elif max_result_age_s < 0:
             max_result_age_s = 0.0  # this goal wants no limit
-        shared = instruction or default_instruction
-        problem = ""
-        if instructions and len(instructions) != len(names):
-            problem = f"{len(instructions)} instructions for {len(names)} tasks (one per task, or none)"
-
-        def takes_one(name: str) -> bool:
-            return name in catalog and bool(catalog.spec(name).placeholders)
-
-        specs: list[RequestSpec] = []
-        explicit: list[bool] = []
-        for i, name in enumerate(names):
-            own = instructions[i] if i < len(instructions) else ""
-            if own:
-                text, given = own, True
-            elif len(names) == 1:
-                text, given = shared, explicit_instruction
-            else:  # the shared instruction goes to the tasks that have a place for it
-                text, given = (shared, explicit_instruction) if takes_one(name) else ("", False)
-            specs.append(
-                RequestSpec(
-                    request_id=base if len(names) == 1 else f"{base}-{i + 1}",
-                    task=name,
-                    instruction=text,
-                    step=step,
-                    cameras=cameras,
-                    clip_seconds=clip_seconds,
-                    trigger_time=trigger_time,
-                    trigger_ns=trigger_ns,
-                    clip_id=base,
-                    reasoning=reasoning,
-                    deadline_s=deadline_s,
-                    max_result_age_s=max_result_age_s,
-                )
-            )
-            explicit.append(given)
-        left = [n for i, n in enumerate(names) if not (i < len(instructions) and instructions[i])]
-        if len(names) > 1 and explicit_instruction and instruction and not any(map(takes_one, left)):
-            problem = problem or f"none of the tasks {list(left)} takes an instruction"
-        return RequestGroup(tuple(specs), tuple(explicit), problem)
-
-    def goal_group(self, goal: Any) -> RequestGroup:
-        """The requests a Reason goal asks for."""
-        if goal.task and goal.tasks:
-            names: tuple[str, ...] = ()
-            problem = "set task or tasks, not both"
-        else:
-            names, problem = tuple(goal.tasks) or ((goal.task,) if goal.task else ()), ""
-        group = self.new_group(
-            names,
-            goal.instruction,
-            goal.step,
-            tuple(goal.cameras),
-            float(goal.clip_seconds),
-            instructions=tuple(goal.instructions),
-            deadline_s=float(goal.deadline_s),
-            reasoning=not goal.reasoning_off,
-            max_result_age_s=float(goal.max_result_age_s),
-            explicit_instruction=bool(goal.instruction),
+        return build_group(
+            self.catalog,
+            f"{self.get_name()}-{next(self._ids)}-{uuid.uuid4().hex[:8]}",
+            tasks or (cfg.task,),
+            instruction or default_instruction,
+            step=step,
+            cameras=cameras,
+            clip_seconds=clip_seconds,
+            instructions=instructions,
+            deadline_s=deadline_s,
+            reasoning=reasoning,
+            max_result_age_s=max_result_age_s,
+            explicit_instruction=explicit_instruction,
+            trigger_time=time.monotonic(),  # one trigger time and stamp for the whole clip
+            trigger_ns=self.get_clock().now().nanoseconds,
         )
-        return RequestGroup(group.specs, group.explicit_instruction, problem or group.problem)
 
     def trigger_group(self) -> RequestGroup:
         """The requests of a ~/trigger call or a timer tick: trigger_tasks with the trigger_* settings."""
@@ -561,34 +487,21 @@ class ReasonerNode(LifecycleNodeMixin, Node):
     # ------------------------------------------------------------------------------------- diagnostics
 
     def status_reports(self) -> list[StatusReport]:
-        cfg, health, scheduler = self.config, self._health_monitor(), self.scheduler
-        pre_encoder = self.core.pre_encoder
         with self._lock:
             last = LastRequest(**vars(self._last))
-        reports = [server_status(cfg.server_url, health.model, health.healthy, health.error)]
-        extra = {
-            "depth_points_dropped": self.outputs.points_dropped,
-            "frames_pre_encoded": pre_encoder.encoded if pre_encoder else 0,
-            "frames_pre_encode_skipped": pre_encoder.skipped if pre_encoder else 0,
-            "frames_encoded_kept": self.core.writer.cached_frames,
-        }
-        reports.append(
-            requests_status(scheduler.counts(), scheduler.in_flight(), scheduler.waiting(), last, extra)
+        return node_status(
+            self.config,
+            self._health_monitor(),
+            self.scheduler,
+            last,
+            {name: (ingest.stats, self.buffers[name].stats()) for name, ingest in self.ingest.items()},
+            {
+                "depth_points_dropped": self.outputs.points_dropped,
+                "frames_pre_encoded": self.core.pre_encoder.encoded if self.core.pre_encoder else 0,
+                "frames_pre_encode_skipped": self.core.pre_encoder.skipped if self.core.pre_encoder else 0,
+                "frames_encoded_kept": self.core.writer.cached_frames,
+            },
         )
-        now = time.monotonic()
-        stale_after = max(2.0, 5.0 / cfg.sample_fps)
-        for cam in cfg.cameras:
-            reports.append(
-                camera_status(
-                    cam.name,
-                    cam.topic,
-                    self.ingest[cam.name].stats,
-                    self.buffers[cam.name].stats(),
-                    now,
-                    stale_after,
-                )
-            )
-        return reports
 
     def diagnostics(self) -> DiagnosticArray:
         statuses = [
@@ -645,42 +558,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         Node.destroy_node(self)
 
 
-def main(args: list[str] | None = None) -> int:
-    # rclpy's own signal handler would shut the context down at once, and results of requests in flight
-    # could no longer be published: this process handles SIGINT and SIGTERM itself and shuts down in order.
-    tune_malloc()  # before any thread exists: frames must not fragment the heap (see malloc_tuning)
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    try:
-        try:
-            node = ReasonerNode()
-        except ConfigError as exc:
-            rclpy.logging.get_logger("reasoner_node").fatal(str(exc))
-            return 2
-        executor = MultiThreadedExecutor(num_threads=node.executor_threads)
-        executor.add_node(node)
-        try:
-            while not stop.is_set() and rclpy.ok():
-                executor.spin_once(timeout_sec=0.1)
-            node.get_logger().info(
-                "shutting down: cancelling requests in flight and publishing their results"
-            )
-            closing = threading.Thread(target=node.shutdown, name="reasoner-shutdown")
-            closing.start()
-            while closing.is_alive() and rclpy.ok():
-                executor.spin_once(timeout_sec=0.05)  # goal results go out while requests end
-            closing.join()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        finally:
-            node.destroy_node()
-            executor.shutdown()
-    finally:
-        rclpy.try_shutdown()
-    return 0
+if __name__ == "__main__":  # python -m cosmos_reasoner_ros.node: the process, as the installed reasoner_node
+    from cosmos_reasoner_ros.node_main import main
 
-
-if __name__ == "__main__":
     raise SystemExit(main())

@@ -28,8 +28,8 @@ from cosmos_reasoner_ros.coordinates import seconds_to_ns
 from cosmos_reasoner_ros.diagnostics import ProblemLog
 from cosmos_reasoner_ros.image_conversion import message_to_array
 from cosmos_reasoner_ros.msg import ReasonerResult
+from cosmos_reasoner_ros.outcome import Outcome
 from cosmos_reasoner_ros.parameters import NodeConfig
-from cosmos_reasoner_ros.pipeline import Outcome
 from cosmos_reasoner_ros.projection import DepthHistory, Intrinsics, ProjectedPath, project_trajectories
 from cosmos_reasoner_ros.result_checks import checks_pass, depth_checks, image_checks
 from cosmos_reasoner_ros.ros_conversion import (

@@ -8,6 +8,7 @@ NodeConfig and refuses to start when `validate` returns problems; each problem n
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "CameraConfig",
     "ConfigError",
     "NodeConfig",
+    "read_config",
     "validate",
 ]
 
@@ -288,6 +290,19 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 assert set(RANGES) | set(_CHOICES) <= {f.name for f in fields(NodeConfig)}
+
+
+def read_config(declare: Callable[[str, Any, str], Any]) -> NodeConfig:
+    """The configuration from `declare(name, default, description) -> value` (the node declares each ROS
+    parameter and returns its value): every parameter of PARAMETERS, then each camera's block."""
+    values: dict[str, Any] = {name: declare(name, d, doc) for name, (d, doc) in PARAMETERS.items()}
+    cameras = []
+    for cam in values.pop("cameras"):
+        c = {k: declare(f"camera.{cam}.{k}", d, doc) for k, (d, doc) in CAMERA_PARAMETERS.items()}
+        if not c["topic"]:
+            c["topic"] = f"/{cam}/image_raw" + ("/compressed" if c["compressed"] else "")
+        cameras.append(CameraConfig(name=cam, **c))
+    return NodeConfig(cameras=tuple(cameras), **values)
 
 
 def _range_problem(name: str, value: float) -> str | None:

@@ -23,8 +23,8 @@ from rclpy.task import Future
 
 from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.msg import ReasonerResult
-from cosmos_reasoner_ros.pipeline import STAGES, Outcome, ProgressCallback
-from cosmos_reasoner_ros.request_checks import RequestGroup
+from cosmos_reasoner_ros.outcome import STAGES, Outcome, ProgressCallback
+from cosmos_reasoner_ros.request_groups import RequestGroup
 from cosmos_reasoner_ros.scheduler import Job
 
 __all__ = ["ReasonActionServer"]
@@ -33,13 +33,14 @@ Submit = Callable[[RequestGroup, ProgressCallback, Callable[[tuple[Outcome, ...]
 
 
 class ReasonActionServer:
-    """Wires Reason goals to the node: `new_group(goal)` makes the requests, `submit` queues them (never
-    blocks), `cancel(job)` stops them, `result_msg(outcome)` is each result."""
+    """Wires Reason goals to the node: `new_group(tasks, instruction, ..., **settings)` makes the requests of
+    one trigger (the node's new_group), `submit` queues them (never blocks), `cancel(job)` stops them,
+    `result_msg(outcome)` is each result."""
 
     def __init__(
         self,
         node: Node,
-        new_group: Callable[[Any], RequestGroup],
+        new_group: Callable[..., RequestGroup],
         submit: Submit,
         cancel: Callable[[Job], None],
         result_msg: Callable[[Outcome], ReasonerResult],
@@ -65,6 +66,27 @@ class ReasonActionServer:
             result_service_qos_profile=qos,
             cancel_service_qos_profile=qos,
         )
+
+    def _goal_group(self, goal: Any) -> RequestGroup:
+        """The requests a Reason goal asks for: its task (or tasks) with its settings."""
+        if goal.task and goal.tasks:
+            names: tuple[str, ...] = ()
+            problem = "set task or tasks, not both"
+        else:
+            names, problem = tuple(goal.tasks) or ((goal.task,) if goal.task else ()), ""
+        group = self._new_group(
+            names,
+            goal.instruction,
+            goal.step,
+            tuple(goal.cameras),
+            float(goal.clip_seconds),
+            instructions=tuple(goal.instructions),
+            deadline_s=float(goal.deadline_s),
+            reasoning=not goal.reasoning_off,
+            max_result_age_s=float(goal.max_result_age_s),
+            explicit_instruction=bool(goal.instruction),
+        )
+        return RequestGroup(group.specs, group.explicit_instruction, problem or group.problem)
 
     def destroy(self) -> None:
         self._server.destroy()
@@ -106,7 +128,7 @@ class ReasonActionServer:
         # A done callback makes set_result (called on the delivery thread) wake the executor, which then
         # resumes this coroutine; without one nothing would wake it.
         done.add_done_callback(lambda _f: None)
-        group = self._new_group(goal)
+        group = self._goal_group(goal)
         job = self._submit(group, self._feedback(goal_handle, accepted, group), done.set_result)
         key = bytes(goal_handle.goal_id.uuid)
         with self._lock:

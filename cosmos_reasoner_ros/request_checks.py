@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
 
+from cosmos_reasoner_ros.outcome import RequestSpec
 from cosmos_reasoner_ros.parameters import MAX_TASKS_PER_CLIP
-from cosmos_reasoner_ros.pipeline import RequestSpec
+from cosmos_reasoner_ros.request_groups import RequestGroup
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
-__all__ = ["RequestGroup", "group_problem", "instruction_problem", "request_problem"]
+__all__ = ["group_problem", "instruction_problem", "request_problem"]
 
 _MAX_SECONDS = 86400.0  # a deadline or age limit beyond a day is a mistake (or an overflow waiting to happen)
-
-
-@dataclass(frozen=True)
-class RequestGroup:
-    """The requests one trigger or goal makes about one clip (one per task), and for each whether the caller
-    gave its instruction itself (then a task without a place for it is an error, not a silent drop)."""
-
-    specs: tuple[RequestSpec, ...]
-    explicit_instruction: tuple[bool, ...]
-    problem: str = ""  # found while building the group (e.g. instructions that fit no task)
 
 
 def instruction_problem(text: str, max_chars: int) -> str:

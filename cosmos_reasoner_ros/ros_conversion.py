@@ -30,8 +30,8 @@ from cosmos_reasoner_ros.msg import (
     TimeSegment,
     Trajectory2D,
 )
+from cosmos_reasoner_ros.outcome import Outcome
 from cosmos_reasoner_ros.parsing import Box2D, Segment, Trajectory
-from cosmos_reasoner_ros.pipeline import Outcome
 from cosmos_reasoner_ros.result_checks import Check
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cosmos_reasoner_ros.errors import BusyError, DeadlineExceeded, ReasonerError, RequestCancelled
-from cosmos_reasoner_ros.pipeline import (
+from cosmos_reasoner_ros.outcome import (
     Cancel,
     Outcome,
     OutcomeCallback,

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cosmos_reasoner_ros.clip_buffer import BufferStats, Clip, ClipBuffer, MultiCameraBuffer, fit_long_side
+from cosmos_reasoner_ros.clip_buffer import BufferStats, Clip, ClipBuffer, fit_long_side
 from cosmos_reasoner_ros.errors import NoFramesError
 from cosmos_reasoner_ros.image_conversion import Frame
+from cosmos_reasoner_ros.multi_camera import MultiCameraBuffer
 
 NS = 1_000_000_000
 HZ30 = NS // 30  # 33_333_333 ns

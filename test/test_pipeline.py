@@ -23,19 +23,14 @@ from support.processes import wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
-from cosmos_reasoner_ros.clip_buffer import ClipBuffer, MultiCameraBuffer
+from cosmos_reasoner_ros.clip_buffer import ClipBuffer
 from cosmos_reasoner_ros.clip_writer import ClipWriter
 from cosmos_reasoner_ros.errors import BusyError
 from cosmos_reasoner_ros.image_conversion import Frame
 from cosmos_reasoner_ros.media_store import MediaStore
-from cosmos_reasoner_ros.pipeline import (
-    STAGES,
-    Cancel,
-    Pipeline,
-    PipelineSettings,
-    RequestSpec,
-    error_outcome,
-)
+from cosmos_reasoner_ros.multi_camera import MultiCameraBuffer
+from cosmos_reasoner_ros.outcome import STAGES, Cancel, RequestSpec, error_outcome
+from cosmos_reasoner_ros.pipeline import Pipeline, PipelineSettings
 from cosmos_reasoner_ros.request_builder import RequestSettings
 from cosmos_reasoner_ros.tasks import TaskCatalog
 

@@ -6,14 +6,10 @@ import math
 
 import pytest
 
+from cosmos_reasoner_ros.outcome import RequestSpec
 from cosmos_reasoner_ros.parameters import MAX_TASKS_PER_CLIP
-from cosmos_reasoner_ros.pipeline import RequestSpec
-from cosmos_reasoner_ros.request_checks import (
-    RequestGroup,
-    group_problem,
-    instruction_problem,
-    request_problem,
-)
+from cosmos_reasoner_ros.request_checks import group_problem, instruction_problem, request_problem
+from cosmos_reasoner_ros.request_groups import RequestGroup, build_group
 from cosmos_reasoner_ros.tasks import TaskCatalog
 
 CATALOG = TaskCatalog.load()
@@ -76,3 +72,21 @@ def test_a_group_of_tasks_is_checked_task_by_task_and_bounded() -> None:
     assert group(*ok, note="2 instructions for 3 tasks") == "2 instructions for 3 tasks"
     single = group(RequestSpec("a", "next_action", "open it"), explicit=(True,))
     assert single.startswith("task 'next_action' takes no instruction")  # one task: no "task 1" prefix
+
+
+def test_several_tasks_share_the_instruction_among_those_that_take_one() -> None:
+    group = build_group(
+        CATALOG, "n-1-ab", ("next_action", "custom"), "open the drawer", explicit_instruction=True
+    )
+    assert [s.request_id for s in group.specs] == ["n-1-ab-1", "n-1-ab-2"]
+    assert {s.clip_id for s in group.specs} == {"n-1-ab"}
+    assert [s.instruction for s in group.specs] == ["", "open the drawer"]
+    assert group.explicit_instruction == (False, True) and group.problem == ""
+    alone = build_group(CATALOG, "n-2-cd", ("next_action",), "open the drawer", explicit_instruction=True)
+    assert alone.specs[0].request_id == "n-2-cd" and alone.specs[0].instruction == "open the drawer"
+    nowhere = build_group(CATALOG, "n-3", ("next_action", "caption"), "x", explicit_instruction=True)
+    assert "takes an instruction" in nowhere.problem
+    assert (
+        "2 instructions for 1 tasks"
+        in build_group(CATALOG, "n-4", ("custom",), "", instructions=("a", "b")).problem
+    )

@@ -16,8 +16,8 @@ from cosmos_reasoner_ros.clip_buffer import Clip
 from cosmos_reasoner_ros.errors import ServerUnavailable
 from cosmos_reasoner_ros.image_conversion import Frame, image_msg_to_array
 from cosmos_reasoner_ros.media_store import MediaRef
+from cosmos_reasoner_ros.outcome import ClipSummary, Outcome, RequestSpec, error_outcome
 from cosmos_reasoner_ros.parsing import Box2D, ParsedAnswer, Point2D, Segment, Trajectory
-from cosmos_reasoner_ros.pipeline import ClipSummary, Outcome, RequestSpec, error_outcome
 from cosmos_reasoner_ros.ros_conversion import (
     diagnostic_array,
     diagnostic_status,
@@ -197,7 +197,7 @@ def test_result_msg_carries_timing_age_clip_id_and_checks() -> None:
     """The steady-clock marks become stamps on the node's clock: the trigger stamp plus each interval."""
     import dataclasses
 
-    from cosmos_reasoner_ros.pipeline import Timings
+    from cosmos_reasoner_ros.outcome import Timings
     from cosmos_reasoner_ros.result_checks import Check
 
     trigger_ns = START + 3 * NS

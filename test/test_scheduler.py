@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.processes import wait_until
 
-from cosmos_reasoner_ros.pipeline import Outcome, RequestSpec
+from cosmos_reasoner_ros.outcome import Outcome, RequestSpec
 from cosmos_reasoner_ros.scheduler import Job, RequestScheduler
 
 
