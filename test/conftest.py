@@ -6,6 +6,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -72,3 +73,20 @@ def vllm_server() -> vllm_tier.SupervisedServer:
     if reason:
         pytest.skip(reason)
     return vllm_tier.shared_server()
+
+
+@pytest.fixture
+def harness_factory() -> Iterator[Any]:
+    """Makes reasoner_node harnesses in this process (support.node_harness.Harness), closed after the test."""
+    from support.node_harness import Harness  # needs rclpy: only the tests that use it import it
+
+    made: list[Any] = []
+
+    def make(params: dict[str, Any]) -> Any:
+        h = Harness(params)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()

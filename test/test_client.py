@@ -10,13 +10,13 @@ import json
 import logging
 import re
 import shutil
-import socket
 import threading
 import time
 from collections import deque
 from pathlib import Path
 
 import pytest
+from support.processes import free_port
 from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros import errors
@@ -50,12 +50,6 @@ def _client(server: ScriptedServer, **kwargs: object) -> ReasonerClient:
     }
     settings.update(kwargs)
     return ReasonerClient(ClientSettings(**settings))  # type: ignore[arg-type]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _cancel_after(seconds: float) -> threading.Event:
@@ -162,7 +156,7 @@ def test_dropped_connection_is_retried() -> None:
 def test_connection_refused_is_server_unavailable() -> None:
     client = ReasonerClient(
         ClientSettings(
-            base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", max_retries=1, backoff_s=0.01
+            base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=1, backoff_s=0.01
         )
     )
     start = time.monotonic()
@@ -172,9 +166,7 @@ def test_connection_refused_is_server_unavailable() -> None:
     assert client.health() is False
     with pytest.raises(ServerUnavailable):
         client.wait_ready(0.3)
-    discovering = ReasonerClient(
-        ClientSettings(base_url=f"http://127.0.0.1:{_free_port()}/v1", max_retries=0)
-    )
+    discovering = ReasonerClient(ClientSettings(base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=0))
     with pytest.raises(ServerUnavailable):
         discovering.model_id()
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ import pytest
 from support.camera_publisher import camera_process, intrinsics_k, synthetic_depth_m
 from support.collector import Collector
 from support.paths import REASONER_YAML
-from support.processes import ros_env, wait_until
+from support.processes import free_port, ros_env, wait_until
 
 rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 from action_msgs.msg import GoalStatus  # noqa: E402
@@ -35,7 +33,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
-from support.node_harness import Harness, base_params  # noqa: E402
+from support.node_harness import base_params  # noqa: E402
 from support.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 from cosmos_reasoner_ros.node import ConfigError, ReasonerNode  # noqa: E402
@@ -51,26 +49,6 @@ TRAJECTORY_TEXT = (
     '{"point_2d": [750, 800], "label": "gripper trajectory"}]\n```'
 )
 BOXES_TEXT = '```json\n[{"bbox_2d": [100, 200, 300, 600], "label": "cup"}]\n```'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def harness_factory() -> Iterator[Any]:
-    made: list[Harness] = []
-
-    def make(params: dict[str, Any]) -> Harness:
-        h = Harness(params)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.close()
 
 
 def assert_px(points: Any, expected_norm: list[tuple[float, float]], width: int, height: int) -> None:

@@ -6,7 +6,6 @@ several tasks about one clip, and the geometric checks that gate ~/trajectory an
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +39,6 @@ BIG_STEP = points_text([(500, 250), (600, 400), (750, 800)])  # about 1 m betwee
 BOX_OFF = (
     '```json\n[{"bbox_2d": [100, 200, 300, 600], "label": "cup"}, {"bbox_2d": [900, 100, 1100, 300]}]\n```'
 )
-
-
-@pytest.fixture
-def harness_factory() -> Iterator[Any]:
-    made: list[Harness] = []
-
-    def make(params: dict[str, Any]) -> Harness:
-        h = Harness(params)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.close()
 
 
 def goal_result(h: Harness, goal: Reason.Goal, feedback: list[Any], timeout_s: float = 30.0) -> Any:

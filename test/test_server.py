@@ -24,6 +24,7 @@ import pytest
 import yaml
 from support import vllm_tier
 from support.paths import ROOT
+from support.processes import free_port
 from support.scripted_server import ScriptedServer
 
 from cosmos_reasoner_ros.package_files import config_file
@@ -85,12 +86,6 @@ FAKE_VLLM = textwrap.dedent(
     http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
     """
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def alive(pid: int) -> bool:

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import yaml
 
 from cosmos_reasoner_ros.errors import ServerUnavailable
 from support.paths import CACHE, ROOT, TOOLS
+from support.processes import free_port
 
 BUILD_SCRIPT = TOOLS / "build_tiny_checkpoint.py"
 SETUP_SCRIPT = TOOLS / "setup_vllm_env.py"
@@ -99,12 +99,6 @@ def tiny_checkpoint(layout: str = "qwen3vl") -> Path:
                 capture_output=True,
             )
     return out
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def tiny_server_settings(
