@@ -13,7 +13,6 @@ key but a malformed value are rejected.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import operator
@@ -22,13 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .coordinates import NORM_MAX, norm_to_pixel
 from .errors import ParseError, TruncatedAnswer
+from .json_scan import json_values
 
 ANSWER_KINDS = ("text", "points", "boxes", "segments", "choice")
-NORM_MAX = 1000.0
-_MAX_JSON_ATTEMPTS = 400  # decode attempts per answer: bounds the work on pathological text
-_MAX_RELAXED_ATTEMPTS = 16  # of which relaxed ones (a Python-level bracket scan each)
-_MAX_RELAXED_CHARS = 20000
 
 _POINT_KEYS = ("point_2d", "point", "points", "point2d", "coordinates", "coords", "position", "xy")
 _BOX_KEYS = ("bbox_2d", "bbox", "box", "box_2d", "bounding_box", "bbox2d")
@@ -39,12 +36,10 @@ _TIME_KEYS = ("timestamp", "time", "timestamps", "time_range", "span", "t")
 _CAPTION_KEYS = ("caption", "description", "event", "label", "action", "text")
 _CHOICE_KEYS = ("answer", "choice", "option", "letter")
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.S)
 _CLOCK = re.compile(r"^(?:(\d+):)?(\d+):(\d+(?:[.,]\d+)?)$")
 _UNIT = r"(?:seconds|second|secs|sec|s)"
 _SECONDS = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*" + _UNIT + r"?$", re.I)
 _RANGE = re.compile(r"^\s*(\S+(?:\s*" + _UNIT + r")?)\s*(?:-|–|—|to|until)\s*(\S+(?:\s*" + _UNIT + r")?)\s*$")
-_TRAILING_COMMA = re.compile(r",\s*([\]}])")
 _LETTER = r"([A-E])"
 _LONE_LETTER = re.compile(r"(?<![A-Za-z0-9])([A-E])(?![A-Za-z0-9])")
 _ARTICLE = re.compile(r"A\s+[a-z]")
@@ -216,105 +211,6 @@ def _image_size(width: int | None, height: int | None, raw: str) -> tuple[int, i
     return size
 
 
-# ---- JSON in free text ---
-
-
-def json_values(text: str) -> list[Any]:
-    """JSON values in an answer: the content of ``` fences when there are any (the last usable fence wins,
-    since earlier ones may quote the reasoning), else every top-level value in the text, in order."""
-    fences = [body for _, body in _FENCE.findall(text)] if "```" in text else []
-    for body in reversed(fences):
-        values = _scan(body)
-        if values:
-            return values
-    return _scan(text)
-
-
-def _scan(text: str) -> list[Any]:
-    values: list[Any] = []
-    decoder = json.JSONDecoder()
-    i, attempts = 0, 0
-    while attempts < _MAX_JSON_ATTEMPTS:
-        j = _next_open(text, i)
-        if j < 0:
-            break
-        attempts += 1
-        value, end = _decode_at(decoder, text, j, relaxed=attempts <= _MAX_RELAXED_ATTEMPTS)
-        if end > j:
-            values.append(value)
-            i = end
-        else:
-            i = j + 1
-    return values
-
-
-def _next_open(text: str, start: int) -> int:
-    a, b = text.find("[", start), text.find("{", start)
-    if a < 0 or b < 0:
-        return max(a, b)
-    return min(a, b)
-
-
-def _decode_at(decoder: json.JSONDecoder, text: str, start: int, relaxed: bool) -> tuple[Any, int]:
-    """A JSON value starting at `start`, strictly, else relaxed (trailing commas, Python literals with single
-    quotes); (None, start) when there is none."""
-    try:
-        return decoder.raw_decode(text, start)
-    except (ValueError, RecursionError):
-        if not relaxed:
-            return None, start
-    end = _matching_close(text, start)
-    if end < 0 or end - start > _MAX_RELAXED_CHARS:
-        return None, start
-    candidate = _TRAILING_COMMA.sub(r"\1", text[start : end + 1])
-    try:
-        return json.loads(candidate), end + 1
-    except (ValueError, RecursionError):
-        pass
-    if "\\" in candidate:  # escapes in a Python literal may warn (a process-wide side effect): not worth it
-        return None, start
-    try:
-        value = ast.literal_eval(candidate)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None, start
-    return (_from_python(value), end + 1) if isinstance(value, list | dict | tuple) else (None, start)
-
-
-def _matching_close(text: str, start: int) -> int:
-    """Index of the bracket closing text[start], skipping quoted strings; -1 when unbalanced."""
-    pairs = {"[": "]", "{": "}"}
-    stack: list[str] = []
-    quote = ""
-    i = start
-    limit = min(len(text), start + _MAX_RELAXED_CHARS + 1)
-    while i < limit:
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in pairs:
-            stack.append(pairs[ch])
-        elif ch in "]}":
-            if not stack or stack.pop() != ch:
-                return -1
-            if not stack:
-                return i
-        i += 1
-    return -1
-
-
-def _from_python(value: Any) -> Any:
-    if isinstance(value, tuple | list):
-        return [_from_python(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _from_python(v) for k, v in value.items()}
-    return value
-
-
 def _items(values: list[Any], keys: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[Any]]:
     """Dicts carrying one of `keys` (searched through lists and wrapper dicts), and bare arrays, in order."""
     keyed: list[dict[str, Any]] = []
@@ -395,10 +291,6 @@ def _off_image(*values: Any) -> bool:
     return any(not 0.0 <= (_number(v) or 0.0) <= NORM_MAX for v in values)
 
 
-def _pixel(norm: float, extent: int) -> float:
-    return norm / NORM_MAX * extent
-
-
 # ---- points ---
 
 
@@ -432,8 +324,8 @@ def _trajectories(values: list[Any], size: tuple[int, int] | None, raw: str) -> 
     order: dict[str, list[Point2D]] = {}
     for label, (vx, vy) in labelled:
         x_norm, y_norm = _norm(vx, "x", raw), _norm(vy, "y", raw)
-        x = _pixel(x_norm, size[0]) if size else None
-        y = _pixel(y_norm, size[1]) if size else None
+        x = norm_to_pixel(x_norm, size[0]) if size else None
+        y = norm_to_pixel(y_norm, size[1]) if size else None
         order.setdefault(label, []).append(Point2D(label, x_norm, y_norm, x, y, _off_image(vx, vy)))
     return tuple(Trajectory(label, tuple(points)) for label, points in order.items())
 
@@ -480,7 +372,7 @@ def _boxes(values: list[Any], size: tuple[int, int] | None, raw: str) -> tuple[B
         clamped = _off_image(*quad)
         if size:
             w, h = size
-            px = (_pixel(x1, w), _pixel(y1, h), _pixel(x2, w), _pixel(y2, h))
+            px = (norm_to_pixel(x1, w), norm_to_pixel(y1, h), norm_to_pixel(x2, w), norm_to_pixel(y2, h))
             boxes.append(Box2D(label, x1, y1, x2, y2, *px, clamped=clamped))
         else:
             boxes.append(Box2D(label, x1, y1, x2, y2, clamped=clamped))
