@@ -129,13 +129,19 @@ class ReasonerClient:
         except (OSError, ValueError):  # URLError, HTTPError, timeouts and refused connections are OSErrors
             return False
 
-    def wait_ready(self, timeout_s: float, poll_s: float = 0.5) -> None:
+    def wait_ready(
+        self, timeout_s: float, poll_s: float = 0.5, cancel: threading.Event | None = None
+    ) -> None:
+        """Return once the server is healthy; ServerUnavailable after timeout_s, RequestCancelled as soon as
+        `cancel` is set (a request's deadline or cancellation must not wait for the server to come back)."""
         deadline = time.monotonic() + timeout_s
+        stop = cancel or threading.Event()
         while not self.health():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ServerUnavailable(f"{self.settings.server_url} not healthy after {timeout_s:.1f} s")
-            time.sleep(min(poll_s, remaining))
+            if stop.wait(min(poll_s, remaining)):
+                raise RequestCancelled("cancelled while waiting for the server to become healthy")
 
     def model_id(self) -> str:
         """The configured model, else the first one on /v1/models (asked once, then remembered)."""

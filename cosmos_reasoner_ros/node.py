@@ -249,7 +249,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         cfg = self.config
         return RequestScheduler(
             lambda job, report: self.pipeline.run_clip(
-                job.specs, on_progress=job.on_progress, cancel=job.cancel, on_outcome=report
+                job.specs, on_progress=job.progress, cancel=job.cancel, on_outcome=report
             ),
             self._deliver,
             max_in_flight=cfg.max_in_flight,

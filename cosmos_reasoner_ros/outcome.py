@@ -194,9 +194,9 @@ class Outcome:
         return out
 
 
-def error_outcome(spec: RequestSpec, error: ReasonerError) -> Outcome:
+def error_outcome(spec: RequestSpec, error: ReasonerError, answer: str = "") -> Outcome:
     """An outcome for a trigger that never reached the pipeline (busy, replaced, shutting down), or whose
-    request did not end in time (deadline, shutdown)."""
+    request did not end in time (deadline, shutdown): then `answer` is the text it had streamed."""
     now = time.monotonic()
     return Outcome(
         request_id=spec.request_id,
@@ -205,6 +205,7 @@ def error_outcome(spec: RequestSpec, error: ReasonerError) -> Outcome:
         success=False,
         error_kind=error.kind,
         error=str(error),
+        answer=answer,
         cameras=spec.cameras,
         timings=Timings(trigger=spec.trigger_time or now, started=now, finished=now),
         clip_id=spec.clip_key,

@@ -194,7 +194,7 @@ class Pipeline:
 
             self._stage(live, "waiting_for_server", on_progress, cancel)
             if self.settings.wait_for_server_s > 0:
-                self.client.wait_ready(self.settings.wait_for_server_s)
+                self.client.wait_ready(self.settings.wait_for_server_s, cancel=cancel)
             self.client.model_id()  # discovery (first request only) belongs to this stage, not to querying
         except Exception as exc:
             for p in live:

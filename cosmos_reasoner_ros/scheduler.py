@@ -64,6 +64,16 @@ class Job:
     more: tuple[RequestSpec, ...] = ()
     outcomes: dict[str, Outcome] = field(default_factory=dict)  # by request id, once delivered
     _finished: set[str] = field(default_factory=set)  # guarded by the scheduler's lock: queued for delivery
+    # The text each request has streamed so far (one string each, replaced): what an outcome the scheduler
+    # gives in the request's place (a deadline it did not stop at) still carries.
+    _streamed: dict[str, str] = field(default_factory=dict)
+
+    def progress(self, stage: str, text: str, request_id: str) -> None:
+        """The job's ProgressCallback for execute(): remembers streamed text, then passes it on."""
+        if stage == "streaming":
+            self._streamed[request_id] = text
+        if self.on_progress is not None:
+            self.on_progress(stage, text, request_id)
 
     @property
     def specs(self) -> tuple[RequestSpec, ...]:
@@ -302,7 +312,8 @@ class RequestScheduler:
         """Every request of the job without an outcome yet ends with `error`."""
         for spec in job.specs:
             if spec.request_id not in job._finished:
-                self._finish_locked(job, error_outcome(spec, error))
+                answer = job._streamed.get(spec.request_id, "")
+                self._finish_locked(job, error_outcome(spec, error, answer=answer))
 
     # -- deadlines -----------------------------------------------------------------------------------------
 
@@ -322,7 +333,7 @@ class RequestScheduler:
                 if left > 0:
                     self._deadline_wake.wait(left)
                     continue
-                when, _, job, hard = heapq.heappop(self._deadlines)
+                _, _, job, hard = heapq.heappop(self._deadlines)
                 if job.done:
                     continue
                 error = DeadlineExceeded(f"the deadline of {job.spec.deadline_s:g} s passed")
@@ -332,8 +343,11 @@ class RequestScheduler:
                     self._finish_all_locked(job, error)
                 elif not hard:
                     job.cancel.expire()  # the request stops and ends as a timeout with what it had done
+                    # The grace counts from now, not from the deadline: after a stall (this thread or the
+                    # whole machine got no CPU for seconds), the request still gets its grace to stop.
                     heapq.heappush(
-                        self._deadlines, (when + _DEADLINE_GRACE_S, next(self._sequence), job, True)
+                        self._deadlines,
+                        (time.monotonic() + _DEADLINE_GRACE_S, next(self._sequence), job, True),
                     )
                 else:
                     # It did not stop within the grace: its outcome now; the slot stays taken until it ends.

@@ -253,6 +253,14 @@ def test_model_discovery_and_health() -> None:
             client.wait_ready(0.3)
         threading.Timer(0.3, lambda: setattr(server, "health_status", 200)).start()
         client.wait_ready(3.0, poll_s=0.05)
+        server.health_status = 503
+        cancel = threading.Event()
+        threading.Timer(0.2, cancel.set).start()
+        t0 = time.monotonic()
+        with pytest.raises(RequestCancelled, match="waiting for the server"):
+            client.wait_ready(30.0, poll_s=5.0, cancel=cancel)  # a cancel does not wait out the poll
+        assert time.monotonic() - t0 < 1.0
+        server.health_status = 200
         client.complete(REQUEST)
     assert server.requests[0]["model"] == "nvidia/Cosmos3-Nano"
 

