@@ -141,7 +141,10 @@ def test_a_high_priority_request_queued_behind_low_priority_ones_finishes_first(
     same_priority = shown_round(caption)  # the control: the same request at the captions' priority
     client.close()
     print(f"finish order: priority {high} among {low}s: {prioritized}; all {low}: {same_priority}")
-    assert prioritized[0] == "running" and prioritized[1] == "last", prioritized
+    # Before every caption queued ahead of it. Whether the decoding one finishes first is vLLM's choice:
+    # in one CI run it was preempted for the urgent request ('last', 'queued1', 'queued0', 'running', ...).
+    queued = [name for name in prioritized if name.startswith("queued")]
+    assert all(prioritized.index("last") < prioritized.index(name) for name in queued), prioritized
     assert same_priority[-1] == "last", same_priority  # first come, first served among equals
 
 
