@@ -5,22 +5,19 @@ the parameters and builds the core, `activate` starts subscriptions, triggers, t
 server), `deactivate` stops accepting requests and ends those in flight with their results, `cleanup` and
 `shutdown` release everything. Otherwise it configures and activates itself at start (the default).
 
-The wiring only: parameters (parameters.py), admission, deadlines and workers (scheduler.py), the request
-itself (pipeline.py), the checks before publishing (result_checks.py), health (health.py) and diagnostics
-(diagnostics.py) live in their own ROS-free modules. Image callbacks only decimate, convert and buffer;
-service, action and timer callbacks only enqueue; every request ends in exactly one ReasonerResult, published
-on the scheduler's delivery thread, also at shutdown. A trigger may ask several tasks of one clip (one
-request, and one result, each).
+The wiring only: parameters (parameters.py), a trigger's requests (request_intake.py), admission, deadlines
+and workers (scheduler.py), the request itself (pipeline.py), the checks before publishing (result_checks.py),
+health (health.py) and diagnostics (diagnostics.py) live in their own ROS-free modules. Image callbacks only
+decimate, convert and buffer; service, action and timer callbacks only enqueue; every request ends in exactly
+one ReasonerResult, published on the scheduler's delivery thread, also at shutdown. A trigger may ask several
+tasks of one clip (one request, and one result, each).
 """
 
 from __future__ import annotations
 
 import collections
-import itertools
-import math
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -40,17 +37,13 @@ from std_srvs.srv import Trigger
 from cosmos_reasoner_ros.client import ReasonerClient
 from cosmos_reasoner_ros.core import Core
 from cosmos_reasoner_ros.diagnostics import LastRequest, ProblemLog, StatusReport, node_status
-from cosmos_reasoner_ros.errors import (
-    TaskError,
-)
 from cosmos_reasoner_ros.health import HealthMonitor
 from cosmos_reasoner_ros.ingest import CameraIngest
-from cosmos_reasoner_ros.outcome import Outcome, ProgressCallback
+from cosmos_reasoner_ros.outcome import Outcome
 from cosmos_reasoner_ros.outputs import ResultOutputs
 from cosmos_reasoner_ros.parameters import ConfigError, NodeConfig, read_config
 from cosmos_reasoner_ros.reason_action import ReasonActionServer
-from cosmos_reasoner_ros.request_checks import group_problem, instruction_problem
-from cosmos_reasoner_ros.request_groups import RequestGroup, build_group
+from cosmos_reasoner_ros.request_intake import RequestIntake
 from cosmos_reasoner_ros.ros_conversion import (
     diagnostic_array,
     diagnostic_status,
@@ -218,8 +211,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             )
         self._problems = ProblemLog(self.get_logger().warning)
         self._lock = threading.Lock()
-        self._instruction = cfg.instruction
-        self._ids = itertools.count(1)
+        self.intake = RequestIntake(
+            cfg,
+            core.catalog,
+            lambda: self.scheduler,
+            lambda: self.get_clock().now().nanoseconds,
+            self.get_name(),
+        )
         self.ingest = {
             c.name: CameraIngest(
                 c.name,
@@ -230,12 +228,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 max_pixels=cfg.max_pixels,
                 frame_id=c.frame_id,
                 pre_encoder=core.pre_encoder,
-                pre_encoding=self._pre_encoding,
+                pre_encoding=self.intake.pre_encoding,
             )
             for c in cfg.cameras
         }
         self._last = LastRequest()
-        self._last_trigger = -math.inf
         # (outcome without frames, time.monotonic() when its messages were published): request-path timings
         # for benchmarks and tests; bounded, and nothing in it pins frames or inline media.
         self.recent: collections.deque[tuple[Outcome, float]] = collections.deque(maxlen=100)
@@ -321,8 +318,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             self._inputs.append(self.create_timer(period, tick, callback_group=timer_group))
         self._action = ReasonActionServer(
             self,
-            self.new_group,
-            lambda group, progress, done: self.submit(group, progress, done)[0],
+            self.intake.new_group,
+            lambda group, progress, done: self.intake.submit(group, progress, done)[0],
             lambda job: self.scheduler.cancel(job),
             lambda outcome: result_msg(outcome, self._frame_id(outcome)),
             cfg.feedback_rate_hz,
@@ -342,102 +339,16 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     def _on_instruction(self, msg: String) -> None:
         text = msg.data
-        problem = instruction_problem(text, self.config.max_instruction_chars)
+        problem = self.intake.set_instruction(text)
         if problem:
             self.get_logger().warning(f"instruction refused ({problem}): {shorten(text)}")
-            return
-        with self._lock:
-            self._instruction = text
-        self.get_logger().info(f"instruction set: {shorten(text)}")
+        else:
+            self.get_logger().info(f"instruction set: {shorten(text)}")
 
     # ---------------------------------------------------------------------------------------- triggers
 
-    def new_group(
-        self,
-        tasks: tuple[str, ...] = (),
-        instruction: str = "",
-        step: str = "",
-        cameras: tuple[str, ...] = (),
-        clip_seconds: float = 0.0,
-        *,
-        instructions: tuple[str, ...] = (),
-        deadline_s: float = 0.0,
-        reasoning: bool = True,
-        max_result_age_s: float = 0.0,
-        explicit_instruction: bool = False,
-    ) -> RequestGroup:
-        """The requests of one trigger or goal about one clip: one per task (empty: the default task), sharing
-        the cameras, window, trigger time, deadline and a clip id. max_result_age_s: 0 the node's parameter,
-        negative no limit. One task takes the instruction as before; several share it among those tasks that
-        take one (or each gets its own from `instructions`)."""
-        cfg = self.config
-        with self._lock:
-            default_instruction = self._instruction
-        if max_result_age_s == 0:
-            max_result_age_s = cfg.max_result_age_s
-        elif max_result_age_s < 0:
-            max_result_age_s = 0.0  # this goal wants no limit
-        return build_group(
-            self.catalog,
-            f"{self.get_name()}-{next(self._ids)}-{uuid.uuid4().hex[:8]}",
-            tasks or (cfg.task,),
-            instruction or default_instruction,
-            step=step,
-            cameras=cameras,
-            clip_seconds=clip_seconds,
-            instructions=instructions,
-            deadline_s=deadline_s,
-            reasoning=reasoning,
-            max_result_age_s=max_result_age_s,
-            explicit_instruction=explicit_instruction,
-            trigger_time=time.monotonic(),  # one trigger time and stamp for the whole clip
-            trigger_ns=self.get_clock().now().nanoseconds,
-        )
-
-    def trigger_group(self) -> RequestGroup:
-        """The requests of a ~/trigger call or a timer tick: trigger_tasks with the trigger_* settings."""
-        cfg = self.config
-        return self.new_group(
-            cfg.trigger_task_names(), deadline_s=cfg.trigger_deadline_s, reasoning=cfg.trigger_reasoning
-        )
-
-    def submit(
-        self,
-        group: RequestGroup,
-        on_progress: ProgressCallback | None = None,
-        on_done: Callable[[tuple[Outcome, ...]], None] | None = None,
-    ) -> tuple[Job, str]:
-        """Queue the requests of one trigger (never blocks); each outcome is published exactly once. Returns
-        the job and, when it was not admitted, the reason."""
-        self._last_trigger = time.monotonic()
-        first = group.specs[0]
-        job = Job(
-            spec=first,
-            group=tuple(sorted(first.cameras or (c.name for c in self.config.cameras))),
-            on_progress=on_progress,
-            on_done=on_done,
-            more=group.specs[1:],
-        )
-        cfg = self.config
-        problem = group_problem(
-            group, self.buffers, self.catalog, cfg.buffer_seconds, cfg.max_instruction_chars
-        )
-        if problem:
-            self.scheduler.fail(job, TaskError(problem))
-            return job, problem
-        admission = self.scheduler.submit(job)
-        return job, admission.reason
-
-    def _pre_encoding(self) -> bool:
-        cfg = self.config
-        return (
-            cfg.pre_encode == "on"
-            or cfg.trigger_period_s > 0
-            or time.monotonic() - self._last_trigger < cfg.buffer_seconds
-        )
-
     def _on_trigger(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        job, refused = self.submit(self.trigger_group())
+        job, refused = self.intake.submit(self.intake.trigger_group())
         response.success = not refused
         # The request ids first (one per task, space-separated), so a caller can match each ~/result; a
         # refusal says why after them.
@@ -447,7 +358,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         return response
 
     def _on_timer(self) -> None:
-        self.submit(self.trigger_group())
+        self.intake.submit(self.intake.trigger_group())
 
     # ----------------------------------------------------------------------------------------- outputs
 

@@ -326,7 +326,7 @@ def test_bad_frames_replace_policy_and_instruction_topic(tmp_path: Path, harness
         assert int(values["frames_invalid"]) > 0 and values["last_frame_error"]
         wait_until(lambda: h.instruction_pub.get_subscription_count() > 0, 10.0, "instruction subscriber")
         h.instruction_pub.publish(String(data="open the drawer"))
-        wait_until(lambda: h.node._instruction == "open the drawer", 10.0, "instruction set")
+        wait_until(lambda: h.node.intake.instruction == "open the drawer", 10.0, "instruction set")
         first, second, third = (h.trigger_id() for _ in range(3))
         assert h.result_for(second).error_kind == "busy"  # displaced by the third while queued
         r1, r3 = h.result_for(first), h.result_for(third, 30.0)

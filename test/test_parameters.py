@@ -3,12 +3,12 @@ numbers and values that would flood the node), without ROS."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
 import pytest
 import yaml
+from support.configs import default_config
 from support.paths import REASONER_YAML
 
 from cosmos_reasoner_ros.parameters import (
@@ -16,15 +16,8 @@ from cosmos_reasoner_ros.parameters import (
     PARAMETERS,
     RANGES,
     CameraConfig,
-    NodeConfig,
     validate,
 )
-
-
-def default_config(**changes: Any) -> NodeConfig:
-    values = {name: default for name, (default, _doc) in PARAMETERS.items() if name != "cameras"}
-    cfg = NodeConfig(cameras=(CameraConfig("camera", "/camera/image_raw"),), **values)
-    return dataclasses.replace(cfg, **changes)
 
 
 def test_the_defaults_are_valid() -> None:
