@@ -41,30 +41,6 @@ TOPIC = "/test_cam/image_raw"
 # The tiny model's answers end with its end-of-turn token (text: 5-554 tokens in 20 tries, median ~180; the
 # shipped schemas bound structured answers); this bound is far above both and fits the 4096-token context.
 MAX_TOKENS = 2048
-# A request that stays in flight for seconds whatever the model does: structured output forces LONG_ITEMS
-# digits (about two tokens each; ~240 tokens/s here), so no end-of-turn token can end it early.
-LONG_ITEMS = 1000
-LONG_TASKS = {
-    "tasks": {
-        "long_count": {
-            "description": "A long, grammar-forced answer (tests: a request that is in flight for seconds).",
-            "template": "Write {count} digits.",
-            "defaults": {"count": str(LONG_ITEMS)},
-            "media": "image",
-            "reasoning": False,
-            "reasoning_format": "think",
-            "answer_kind": "text",
-            "profile": "default",
-            "max_tokens": 3 * LONG_ITEMS,
-            "json_schema": {
-                "type": "array",
-                "minItems": LONG_ITEMS,
-                "maxItems": LONG_ITEMS,
-                "items": {"type": "integer", "minimum": 0, "maximum": 9},
-            },
-        }
-    }
-}
 
 
 @pytest.fixture(scope="session")
@@ -235,7 +211,7 @@ def test_killed_server_mid_request_gives_one_error_then_the_restarted_server_ans
 ) -> None:
     # Last in this module: the server comes back, so later users of the shared server see a healthy one.
     tasks_file = tmp_path / "tasks.yaml"
-    tasks_file.write_text(yaml.safe_dump(LONG_TASKS))
+    tasks_file.write_text(yaml.safe_dump(vllm_tier.LONG_TASKS))
     h = harness_factory(
         params(server, task="long_count", tasks_file=str(tasks_file), structured_output=True, max_tokens=0)
     )
@@ -250,7 +226,7 @@ def test_killed_server_mid_request_gives_one_error_then_the_restarted_server_ans
     result = done.result.result
     assert not result.success and result.error_kind == "server_unavailable", (result.error_kind, result.error)
     assert "lost during the answer" in result.error and server.base_url in result.error
-    assert result.answer.startswith("[") and len(result.answer) < 2 * LONG_ITEMS  # the partial text
+    assert result.answer.startswith("[") and len(result.answer) < 2 * vllm_tier.LONG_ITEMS  # the partial text
     assert only_result(h, result.request_id).error_kind == "server_unavailable"
 
     server.ready = server.wait_ready(timeout_s=300, after_starts=starts)
@@ -259,5 +235,5 @@ def test_killed_server_mid_request_gives_one_error_then_the_restarted_server_ans
     after = trigger(h)
     assert_answered(after)
     digits = json.loads(after.answer, strict=False)
-    assert len(digits) == LONG_ITEMS and all(0 <= d <= 9 for d in digits)
+    assert len(digits) == vllm_tier.LONG_ITEMS and all(0 <= d <= 9 for d in digits)
     print(f"restart after kill: {restart_s:.1f} s; long answer: {after.latency_s:.1f} s")

@@ -155,7 +155,7 @@ def harness(server: vllm_tier.SupervisedServer, tmp_path: Path) -> Iterator[Any]
     from support.node_harness import Harness, base_params
 
     long_tasks = tmp_path / "tasks.yaml"
-    long_tasks.write_text(yaml.safe_dump(LONG_TASKS))
+    long_tasks.write_text(yaml.safe_dump(vllm_tier.LONG_TASKS))
     assert server.media_dir is not None
     params = base_params(
         server.base_url,
@@ -196,29 +196,6 @@ def test_later_questions_about_one_clip_are_served_from_the_prefix_cache(harness
     assert all(p > 300 for p in prompt)  # the clip's frames are in every prompt
     assert cached[0] < 0.2 * prompt[0]  # the first question computes the clip
     assert all(c > 0.8 * p for c, p in zip(cached[1:], prompt[1:], strict=True))  # the others reuse it
-
-
-# A request that stays in flight for seconds whatever the model does (test_node_vllm.py's long_count).
-LONG_ITEMS = 1000
-LONG_TASKS = {
-    "tasks": {
-        "long_count": {
-            "template": "Write {count} digits.",
-            "defaults": {"count": str(LONG_ITEMS)},
-            "media": "image",
-            "reasoning": False,
-            "answer_kind": "text",
-            "profile": "default",
-            "max_tokens": 3 * LONG_ITEMS,
-            "json_schema": {
-                "type": "array",
-                "minItems": LONG_ITEMS,
-                "maxItems": LONG_ITEMS,
-                "items": {"type": "integer", "minimum": 0, "maximum": 9},
-            },
-        }
-    }
-}
 
 
 def test_a_deadline_stops_the_request_at_the_server(harness: Any, server: vllm_tier.SupervisedServer) -> None:

@@ -33,6 +33,31 @@ BUILD_SCRIPT = TOOLS / "build_tiny_checkpoint.py"
 SETUP_SCRIPT = TOOLS / "setup_vllm_env.py"
 SERVED_NAME = "tiny"
 LAYOUT_MODES = {"qwen3vl": "qwen3vl", "cosmos3": "native"}
+# A request that stays in flight for seconds whatever the model does: structured output forces LONG_ITEMS
+# digits (about two tokens each; ~240 tokens/s here), so no end-of-turn token can end it early.
+LONG_ITEMS = 1000
+LONG_TASKS = {
+    "tasks": {
+        "long_count": {
+            "description": "A long, grammar-forced answer (tests: a request that is in flight for seconds).",
+            "template": "Write {count} digits.",
+            "defaults": {"count": str(LONG_ITEMS)},
+            "media": "image",
+            "reasoning": False,
+            "reasoning_format": "think",
+            "answer_kind": "text",
+            "profile": "default",
+            "max_tokens": 3 * LONG_ITEMS,
+            "json_schema": {
+                "type": "array",
+                "minItems": LONG_ITEMS,
+                "maxItems": LONG_ITEMS,
+                "items": {"type": "integer", "minimum": 0, "maximum": 9},
+            },
+        }
+    }
+}
+
 # Variables of the ROS environment that must not reach a Python of another environment.
 FOREIGN_ENV = ("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
 
