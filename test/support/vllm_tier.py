@@ -275,7 +275,8 @@ class SupervisedServer:
                 raise ServerUnavailable(f"cosmos-reasoner-server exited with code {code}:\n{self.log_tail()}")
             with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
                 record: dict[str, Any] = json.loads(self.ready_file.read_text())
-                if record.get("starts", 0) > after_starts:
+                # A record written before a kill the supervisor has not noticed yet names a dead server.
+                if record.get("starts", 0) > after_starts and _alive(int(record.get("pid", 0))):
                     return record
             time.sleep(0.2)
         raise ServerUnavailable(f"no healthy server within {timeout_s:.0f} s:\n{self.log_tail()}")
@@ -286,11 +287,13 @@ class SupervisedServer:
         except (OSError, AssertionError):
             return "(no log)"
 
-    def kill_server(self) -> int:
-        """SIGKILL the vLLM server's process group (not the supervisor), as a crash would; returns its pid."""
-        pid = int(self.ready["pid"])
-        os.killpg(pid, signal.SIGKILL)
-        return pid
+    def kill_server(self, timeout_s: float = 600.0) -> dict[str, Any]:
+        """SIGKILL the process group of the vLLM server running now (not the supervisor), as a crash would,
+        and return its ready record (starts, pid). The record is read afresh: the supervisor may have
+        restarted the server since `ready` was read (after a kill whose test failed before waiting)."""
+        self.ready = self.wait_ready(timeout_s)
+        os.killpg(int(self.ready["pid"]), signal.SIGKILL)
+        return self.ready
 
     def stop(self, timeout_s: float = 60.0) -> int | None:
         """Stop the supervisor (SIGTERM: it stops vLLM's group) and return its exit code."""
@@ -321,6 +324,85 @@ class SupervisedServer:
         self.stop()
 
 
+# Polls vLLM's metrics every 10 ms; SIGKILLs process group argv[2] once a request runs with at least argv[3]
+# tokens generated since it started polling. Prints "armed", then "killed <tokens>" or "timeout".
+_KILL_WHILE_DECODING = r"""
+import os, re, signal, sys, time, urllib.request
+url, pgid, tokens, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+def metrics():
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    def value(name):
+        return sum(float(v) for v in re.findall(rf"^vllm:{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M))
+    return value("num_requests_running"), value("generation_tokens_total")
+base = metrics()[1]
+print("armed", flush=True)
+end = time.monotonic() + timeout
+while time.monotonic() < end:
+    running, generated = metrics()
+    if running >= 1 and generated - base >= tokens:
+        os.killpg(pgid, signal.SIGKILL)
+        print(f"killed {generated - base:.0f}", flush=True)
+        sys.exit(0)
+    time.sleep(0.01)
+print("timeout", flush=True)
+"""
+
+
+class KillWhileDecoding:
+    """Kills the server in the middle of an answer, from another process: once vLLM's metrics show a request
+    running with at least `min_tokens` generated since the context was entered, that server's process group
+    gets SIGKILL. A test that watched for streamed text itself and then killed could come too late: on this VM
+    a thread of the test process once stood still for ~10 s while vLLM finished the answer on the other CPU.
+    `record` is the killed server's ready record; `wait()` returns the tokens generated at the kill."""
+
+    def __init__(self, server: SupervisedServer, min_tokens: int = 32, timeout_s: float = 120.0) -> None:
+        self.server, self.min_tokens, self.timeout_s = server, min_tokens, timeout_s
+        self.record: dict[str, Any] = {}
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> KillWhileDecoding:
+        self.record = self.server.ready = self.server.wait_ready()
+        self._proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _KILL_WHILE_DECODING,
+                self.server.url + "/metrics",
+                str(int(self.record["pid"])),
+                str(self.min_tokens),
+                str(self.timeout_s),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().strip()
+        assert line == "armed", f"the killer did not start: {line!r}"
+        return self
+
+    def wait(self) -> int:
+        assert self._proc is not None and self._proc.stdout is not None
+        line = self._proc.stdout.readline().strip()
+        self._proc.wait(30)
+        assert line.startswith("killed "), f"no request decoded {self.min_tokens} tokens: {line!r}"
+        return int(line.split()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, killed but not yet reaped by the supervisor, does not)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return pid > 0 and fields[0] != "Z"
+
+
 _shared: dict[str, SupervisedServer] = {}
 _shared_lock = threading.Lock()
 
@@ -337,6 +419,9 @@ def shared_server(layout: str = "qwen3vl") -> SupervisedServer:
         if server is None or server.supervisor_pid is None:
             server = SupervisedServer(layout=layout).start()
             _shared[layout] = server
+        else:
+            # Healthy, its record current: a module whose test killed it may have failed before the restart.
+            server.ready = server.wait_ready()
         return server
 
 
