@@ -63,11 +63,6 @@ def server() -> Iterator[vllm_tier.SupervisedServer]:
         yield server
 
 
-def stamp_s(stamp: Any) -> float:
-    """A builtin_interfaces/Time in seconds."""
-    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
-
-
 def queue_lengths(server: vllm_tier.SupervisedServer) -> tuple[int, int]:
     """(running, waiting) requests, from vLLM's Prometheus metrics."""
     with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
@@ -210,6 +205,11 @@ def test_later_questions_about_one_clip_are_served_from_the_prefix_cache(harness
 def test_a_deadline_stops_the_request_at_the_server(harness: Any, server: vllm_tier.SupervisedServer) -> None:
     from action_msgs.msg import GoalStatus
     from cosmos_reasoner_ros.action import Reason
+
+    from cosmos_reasoner_ros.ros_conversion import time_to_ns
+
+    def stamp_s(stamp: Any) -> float:
+        return time_to_ns(stamp) * 1e-9
 
     with StallMeter() as stall:
         res = goal_result(harness, Reason.Goal(task="long_count", deadline_s=2.0))
