@@ -28,9 +28,9 @@ from support import vllm_tier
 from support.paths import BENCH_RESULTS, ROBOT_CLIP
 from support.processes import bench_domain
 
-from cosmos_reasoner_ros.bag.compare import RunStats
-from cosmos_reasoner_ros.bag.evaluate import EvalOptions, TaskSpec, evaluate_bags
-from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag, source_frames
+from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag, source_frames
+from cosmos_reasoner_ros.bag.judge.compare import RunStats
+from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions, TaskSpec, evaluate_bags
 
 
 def make_bags(folder: Path, count: int) -> list[Path]:

@@ -27,7 +27,7 @@ from support.processes import module_cmd
 CLIP = ROBOT_CLIP
 PROFILE = SHM_PROFILE
 
-from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag  # noqa: E402
+from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag  # noqa: E402
 
 
 def bench_make(work: Path) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from pathlib import Path
 import cv2
 from support.paths import BENCH_RESULTS, ROBOT_CLIP
 
-from cosmos_reasoner_ros.image_conversion import Frame
-from cosmos_reasoner_ros.multi_camera import MultiCameraBuffer
+from cosmos_reasoner_ros.clips.image_conversion import Frame
+from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
 
 CLIP = ROBOT_CLIP
 MIB = 1024 * 1024

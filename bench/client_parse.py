@@ -18,11 +18,11 @@ import openai
 from support.paths import BENCH_RESULTS
 from support.scripted_server import ScriptedReply, ScriptedServer
 
-from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.errors import RequestCancelled
-from cosmos_reasoner_ros.parsing import parse_answer
-from cosmos_reasoner_ros.request_builder import RequestSettings, build_request
-from cosmos_reasoner_ros.tasks import TaskCatalog
+from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
+from cosmos_reasoner_ros.reasoner.parsing import parse_answer
+from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
+from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 
 RESULT = BENCH_RESULTS / "client_parse.json"
 TRAJECTORY = (

@@ -23,11 +23,11 @@ import cv2
 import numpy as np
 from support.paths import BENCH_RESULTS, ROBOT_CLIP
 
-from cosmos_reasoner_ros.bag.make import source_frames
-from cosmos_reasoner_ros.clip_buffer import Clip
-from cosmos_reasoner_ros.clip_writer import ClipWriter, h264_available
-from cosmos_reasoner_ros.image_conversion import Frame
-from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
+from cosmos_reasoner_ros.bag.files.make import source_frames
+from cosmos_reasoner_ros.clips.clip_buffer import Clip
+from cosmos_reasoner_ros.clips.clip_writer import ClipWriter, h264_available
+from cosmos_reasoner_ros.clips.image_conversion import Frame
+from cosmos_reasoner_ros.clips.media_store import MediaStore, RetentionPolicy
 
 CLIP = ROBOT_CLIP
 GOAL_MS = 40.0

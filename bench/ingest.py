@@ -102,14 +102,14 @@ def subscribe(args: argparse.Namespace) -> None:
     from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import Image
 
-    from cosmos_reasoner_ros.clip_buffer import ClipBuffer
-    from cosmos_reasoner_ros.errors import FrameError
-    from cosmos_reasoner_ros.image_conversion import (
+    from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
+    from cosmos_reasoner_ros.clips.image_conversion import (
         Frame,
         image_msg_to_array,
         message_stamp_ns,
         serialized_stamp_ns,
     )
+    from cosmos_reasoner_ros.errors import FrameError
 
     role = args.role
     names = [f"cam{i}" for i in range(args.cameras)]
@@ -117,8 +117,8 @@ def subscribe(args: argparse.Namespace) -> None:
     if role == "encoding":
         import tempfile
 
-        from cosmos_reasoner_ros.clip_writer import ClipWriter, PreEncoder
-        from cosmos_reasoner_ros.media_store import MediaStore
+        from cosmos_reasoner_ros.clips.clip_writer import ClipWriter, PreEncoder
+        from cosmos_reasoner_ros.clips.media_store import MediaStore
 
         media = MediaStore(Path(tempfile.mkdtemp(prefix="crr-bench-ingest-")) / "media")
         pre_encoder = PreEncoder(ClipWriter(media, codec="h264"), queue_size=64)

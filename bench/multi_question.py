@@ -36,17 +36,17 @@ import numpy as np
 from support import vllm_tier
 from support.paths import BENCH_RESULTS, ROBOT_CLIP
 
-from cosmos_reasoner_ros.bag.make import source_frames
-from cosmos_reasoner_ros.client import ClientSettings, Completion, ReasonerClient
-from cosmos_reasoner_ros.clip_buffer import ClipBuffer
-from cosmos_reasoner_ros.clip_writer import ClipWriter
-from cosmos_reasoner_ros.image_conversion import Frame
-from cosmos_reasoner_ros.media_store import MediaStore, RetentionPolicy
-from cosmos_reasoner_ros.multi_camera import MultiCameraBuffer
-from cosmos_reasoner_ros.outcome import Outcome, RequestSpec
-from cosmos_reasoner_ros.pipeline import Pipeline, PipelineSettings
-from cosmos_reasoner_ros.request_builder import ChatRequest, RequestSettings
-from cosmos_reasoner_ros.tasks import TaskCatalog
+from cosmos_reasoner_ros.bag.files.make import source_frames
+from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
+from cosmos_reasoner_ros.clips.clip_writer import ClipWriter
+from cosmos_reasoner_ros.clips.image_conversion import Frame
+from cosmos_reasoner_ros.clips.media_store import MediaStore, RetentionPolicy
+from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
+from cosmos_reasoner_ros.reasoner.client import ClientSettings, Completion, ReasonerClient
+from cosmos_reasoner_ros.reasoner.request_builder import ChatRequest, RequestSettings
+from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
+from cosmos_reasoner_ros.requests.outcome import Outcome, RequestSpec
+from cosmos_reasoner_ros.requests.pipeline import Pipeline, PipelineSettings
 
 CLIP_FPS = 4.0
 # Video questions a planner asks about the same moment (text answers; the instruction where a task takes one).

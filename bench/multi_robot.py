@@ -35,15 +35,15 @@ import numpy as np
 from support import vllm_tier
 from support.paths import BENCH_RESULTS, ROBOT_CLIP
 
-from cosmos_reasoner_ros.bag.make import source_frames
-from cosmos_reasoner_ros.client import ClientSettings, ReasonerClient
-from cosmos_reasoner_ros.clip_buffer import Clip
-from cosmos_reasoner_ros.clip_writer import ClipWriter
+from cosmos_reasoner_ros.bag.files.make import source_frames
+from cosmos_reasoner_ros.clips.clip_buffer import Clip
+from cosmos_reasoner_ros.clips.clip_writer import ClipWriter
+from cosmos_reasoner_ros.clips.image_conversion import Frame
+from cosmos_reasoner_ros.clips.media_store import MediaRef, MediaStore, RetentionPolicy
 from cosmos_reasoner_ros.errors import ReasonerError
-from cosmos_reasoner_ros.image_conversion import Frame
-from cosmos_reasoner_ros.media_store import MediaRef, MediaStore, RetentionPolicy
-from cosmos_reasoner_ros.request_builder import RequestSettings, build_request
-from cosmos_reasoner_ros.tasks import TaskCatalog
+from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
+from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
+from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 
 PERIOD_S = 1.0  # each robot asks once per second
 CLIP_FPS = 4.0

@@ -41,7 +41,7 @@ from support.collector import Collector
 from support.processes import wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
-from cosmos_reasoner_ros.node import ReasonerNode
+from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode
 
 ANSWER = "<think>\nThe gripper holds the cup above the table.\n</think>\n\nPlace the cup on the shelf."
 

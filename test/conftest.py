@@ -14,7 +14,7 @@ from support import vllm_tier
 from support.paths import ROBOT_CLIP, SHARED_MEDIA, SHM_PROFILE
 from support.processes import TEST_DOMAINS
 
-from cosmos_reasoner_ros.bag.make import source_frames
+from cosmos_reasoner_ros.bag.files.make import source_frames
 
 # Isolate DDS traffic: only this machine, and domains no other concurrent test session uses.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")

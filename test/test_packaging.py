@@ -44,9 +44,12 @@ def test_modules_come_from_the_checkout_and_messages_from_the_install_tree() -> 
     import cosmos_reasoner_ros.msg
 
     import cosmos_reasoner_ros
-    import cosmos_reasoner_ros.node
+    import cosmos_reasoner_ros.node.reasoner_node
 
-    assert Path(cosmos_reasoner_ros.node.__file__).resolve().parent == ROOT / "cosmos_reasoner_ros"
+    assert (
+        Path(cosmos_reasoner_ros.node.reasoner_node.__file__).resolve().parent
+        == ROOT / "cosmos_reasoner_ros" / "node"
+    )
     generated = Path(cosmos_reasoner_ros.msg.__file__).resolve().parents[1]
     assert generated != ROOT / "cosmos_reasoner_ros"
     if generated.is_relative_to(ROOT / ".colcon"):  # ./run's build: messages only, no copy of any module

@@ -35,7 +35,7 @@ from support.paths import ROBOT_CLIP
 
 from cosmos_reasoner_ros import launch_config
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.report import ResultRecord
+from cosmos_reasoner_ros.bag.report.html import ResultRecord
 from cosmos_reasoner_ros.errors import ReasonerError
 
 DEFAULT_CLIP = ROBOT_CLIP
@@ -315,9 +315,9 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag.evaluate import EvalOptions, TaskSpec, evaluate_live
-    from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
-    from cosmos_reasoner_ros.bag.report import load_records
+    from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
+    from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions, TaskSpec, evaluate_live
+    from cosmos_reasoner_ros.bag.report.html import load_records
 
     out: Path = args.output.resolve()
     out.mkdir(parents=True, exist_ok=True)

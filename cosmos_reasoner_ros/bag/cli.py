@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _make(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
+    from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
 
     made = make_bag(
         args.sources,
@@ -226,7 +226,7 @@ def _play(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
-    from cosmos_reasoner_ros.bag.play import Player, PlayOptions, parse_remap
+    from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions, parse_remap
 
     options = PlayOptions(
         rate=args.rate,
@@ -264,7 +264,7 @@ def _record(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
-    from cosmos_reasoner_ros.bag.record import Recorder, default_topics
+    from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
 
     topics = args.topics if args.topics else default_topics(args.node_name)
     with rclpy.init():
@@ -292,8 +292,8 @@ def _record(args: argparse.Namespace) -> int:
 
 def _finish(runs: list[Any], junit: Path | None) -> int:
     """Print each run's summary, write the JUnit file; 1 when a tolerance was exceeded."""
-    from cosmos_reasoner_ros.bag.finish import summary_lines
-    from cosmos_reasoner_ros.bag.junit import JUnitSuite, write_junit
+    from cosmos_reasoner_ros.bag.report.junit import JUnitSuite, write_junit
+    from cosmos_reasoner_ros.bag.runs.finish import summary_lines
 
     for run in runs:
         for line in summary_lines(run.result, run.name if len(runs) > 1 else ""):
@@ -313,15 +313,15 @@ def _finish(runs: list[Any], junit: Path | None) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag import evaluate as ev
-    from cosmos_reasoner_ros.bag.tolerances import load_tolerances
+    from cosmos_reasoner_ros.bag.replay import evaluate as ev
+    from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
 
     tolerances = load_tolerances(args.tolerances)
     if args.results is not None:
-        from cosmos_reasoner_ros.bag.finish import finish_run
-        from cosmos_reasoner_ros.bag.frames import FrameIndex
         from cosmos_reasoner_ros.bag.records import load_records, results_file
-        from cosmos_reasoner_ros.bag.suite import SuiteRun
+        from cosmos_reasoner_ros.bag.report.frames import FrameIndex
+        from cosmos_reasoner_ros.bag.runs.finish import finish_run
+        from cosmos_reasoner_ros.bag.runs.suite import SuiteRun
 
         if len(args.bags) > 1:
             raise BagError("--results takes at most one camera bag (its frames)")
@@ -366,7 +366,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         depth=not args.no_depth,
         media_dir=args.media_dir,
     )
-    from cosmos_reasoner_ros.bag.suite import run_bags
+    from cosmos_reasoner_ros.bag.runs.suite import run_bags
 
     bags = ev.bag_paths(args.bags)
     run = run_bags(bags, args.output, options, tolerances, args.baseline, args.title)
@@ -374,9 +374,9 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _scenario(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag import evaluate as ev
-    from cosmos_reasoner_ros.bag.scenario import load_scenario, scenario_files
-    from cosmos_reasoner_ros.bag.suite import run_scenario
+    from cosmos_reasoner_ros.bag.replay import evaluate as ev
+    from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
+    from cosmos_reasoner_ros.bag.runs.suite import run_scenario
 
     scenarios = [
         load_scenario(path) for path in scenario_files(args.scenarios)
@@ -399,7 +399,7 @@ def _scenario(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag.report import load_records, write_report
+    from cosmos_reasoner_ros.bag.report.html import load_records, write_report
 
     out = args.output or args.results.parent
     files = write_report(load_records(args.results), out, args.title)

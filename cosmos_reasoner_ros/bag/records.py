@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.coordinates import norm_to_pixel, ns_from_sec_nanosec, point_pixels
-from cosmos_reasoner_ros.parsing import Box2D, Point2D, Segment, Trajectory
+from cosmos_reasoner_ros.geometry.coordinates import norm_to_pixel, ns_from_sec_nanosec, point_pixels
+from cosmos_reasoner_ros.reasoner.parsing import Box2D, Point2D, Segment, Trajectory
 
 __all__ = [
     "CameraBox",

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cosmos_reasoner_ros.bag.compare import RunStats, judge, match_records
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.junit import JUnitSuite, junit_xml, write_junit
-from cosmos_reasoner_ros.bag.metrics import (
+from cosmos_reasoner_ros.bag.judge.compare import RunStats, judge, match_records
+from cosmos_reasoner_ros.bag.judge.metrics import (
     box_iou,
     discrete_frechet,
     dtw_mean,
@@ -23,6 +22,7 @@ from cosmos_reasoner_ros.bag.metrics import (
     segment_iou,
     text_similarity,
 )
+from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances, load_tolerances
 from cosmos_reasoner_ros.bag.records import (
     CameraBox,
     CameraTrajectory,
@@ -30,8 +30,8 @@ from cosmos_reasoner_ros.bag.records import (
     load_records,
     write_records,
 )
-from cosmos_reasoner_ros.bag.tolerances import Tolerances, load_tolerances
-from cosmos_reasoner_ros.parsing import Box2D, Point2D, Segment, Trajectory
+from cosmos_reasoner_ros.bag.report.junit import JUnitSuite, junit_xml, write_junit
+from cosmos_reasoner_ros.reasoner.parsing import Box2D, Point2D, Segment, Trajectory
 
 SCHEMA = Path(__file__).with_name("junit-10.xsd")
 W, H = 1000, 500  # camera image: 1 unit of 0-1000 is 1 px in x, 0.5 px in y

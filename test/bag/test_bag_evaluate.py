@@ -17,16 +17,16 @@ from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.evaluate import (
+from cosmos_reasoner_ros.bag.files.io import messages, open_reader, open_writer, typestore
+from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
+from cosmos_reasoner_ros.bag.replay.evaluate import (
     EvalOptions,
     TaskSpec,
     evaluate_recorded,
     node_command,
     trigger_times,
 )
-from cosmos_reasoner_ros.bag.frames import FrameIndex
-from cosmos_reasoner_ros.bag.io import messages, open_reader, open_writer, typestore
-from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
+from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 
 # Two points 0.35 m apart on the bag's 2 m depth plane (60° field of view): within the node's max_step_m
 # check, so that each trajectory also becomes a 3D path.
@@ -226,7 +226,7 @@ def write_results_bag(path: Path, texts: list[str], clip_end_ns: list[int]) -> N
     from rclpy.serialization import serialize_message
     from support.interface_samples import sample_result
 
-    from cosmos_reasoner_ros.ros_conversion import ns_to_time
+    from cosmos_reasoner_ros.node.ros_conversion import ns_to_time
 
     writer = open_writer(path)
     conn = writer.add_connection(

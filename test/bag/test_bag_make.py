@@ -12,9 +12,9 @@ import pytest
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.io import messages, open_reader, typestore
-from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag, resample, synthetic_depth
-from cosmos_reasoner_ros.image_conversion import message_to_array
+from cosmos_reasoner_ros.bag.files.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag, resample, synthetic_depth
+from cosmos_reasoner_ros.clips.image_conversion import message_to_array
 
 
 def read_all(bag: Path) -> dict[str, list[tuple[int, object]]]:

@@ -17,8 +17,8 @@ from support.processes import module_cmd, ros_env
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
-from cosmos_reasoner_ros.bag.play import PlayOptions, PlayStats, parse_remap
+from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
+from cosmos_reasoner_ros.bag.replay.play import PlayOptions, PlayStats, parse_remap
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def ros_node():  # type: ignore[no-untyped-def]
 def test_rate_offset_loops_and_remap_in_process(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
     from rclpy.qos import ReliabilityPolicy
 
-    from cosmos_reasoner_ros.bag.play import Player
+    from cosmos_reasoner_ros.bag.replay.play import Player
 
     player = Player(
         ros_node,
@@ -157,7 +157,7 @@ def test_rate_offset_loops_and_remap_in_process(robot_bag: Path, ros_node) -> No
 
 @pytest.mark.ros
 def test_blocking_hook_pauses_the_playback_clock(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
-    from cosmos_reasoner_ros.bag.play import Player
+    from cosmos_reasoner_ros.bag.replay.play import Player
 
     player = Player(ros_node, robot_bag, PlayOptions(rate=8.0, topics=("/camera/image_raw",)))
     pauses = [0]
@@ -179,7 +179,7 @@ def test_blocking_hook_pauses_the_playback_clock(robot_bag: Path, ros_node) -> N
 
 @pytest.mark.ros
 def test_stop_event_ends_an_endless_loop(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
-    from cosmos_reasoner_ros.bag.play import Player
+    from cosmos_reasoner_ros.bag.replay.play import Player
 
     player = Player(ros_node, robot_bag, PlayOptions(rate=20.0, loops=0))
     stop = threading.Event()

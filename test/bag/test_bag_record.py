@@ -14,8 +14,8 @@ import pytest
 from support.processes import bag_cli as cli
 from support.processes import ros_env
 
-from cosmos_reasoner_ros.bag.io import messages, open_reader, typestore
-from cosmos_reasoner_ros.bag.record import DEFAULT_TOPICS, default_topics
+from cosmos_reasoner_ros.bag.files.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.replay.record import DEFAULT_TOPICS, default_topics
 
 
 def test_default_topics_follow_the_node_name() -> None:

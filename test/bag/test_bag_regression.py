@@ -21,11 +21,11 @@ from test_bag_compare import validate
 from test_bag_report import CHROMIUM, chromium_image_widths
 
 from cosmos_reasoner_ros.bag.cli import main
-from cosmos_reasoner_ros.bag.io import messages, open_reader, typestore
-from cosmos_reasoner_ros.bag.make import MakeOptions, make_bag
-from cosmos_reasoner_ros.clip_buffer import ClipBuffer
-from cosmos_reasoner_ros.coordinates import ns_from_sec_nanosec
-from cosmos_reasoner_ros.image_conversion import Frame
+from cosmos_reasoner_ros.bag.files.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
+from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
+from cosmos_reasoner_ros.clips.image_conversion import Frame
+from cosmos_reasoner_ros.geometry.coordinates import ns_from_sec_nanosec
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

@@ -17,8 +17,14 @@ import pytest
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.records import CameraBox, CameraTrajectory
-from cosmos_reasoner_ros.bag.report import ResultRecord, Summary, load_records, write_records, write_report
-from cosmos_reasoner_ros.parsing import Box2D, Point2D, Segment, Trajectory
+from cosmos_reasoner_ros.bag.report.html import (
+    ResultRecord,
+    Summary,
+    load_records,
+    write_records,
+    write_report,
+)
+from cosmos_reasoner_ros.reasoner.parsing import Box2D, Point2D, Segment, Trajectory
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = "<script>alert('x')</script> & \"quoted\""
@@ -244,12 +250,15 @@ def test_make_and_report_need_no_ros(robot_clip: Path, tmp_path: Path, robot_fra
     )
     assert out.returncode == 0, out.stderr[-2000:]
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "cosmos_reasoner_ros.bag.play" not in loaded and "cosmos_reasoner_ros.bag.record" not in loaded
+    assert (
+        "cosmos_reasoner_ros.bag.replay.play" not in loaded
+        and "cosmos_reasoner_ros.bag.replay.record" not in loaded
+    )
     assert (tmp_path / "index.html").is_file() and (tmp_path / "bag" / "metadata.yaml").is_file()
 
 
 def test_difference_frame_draws_both_answers(robot_frame: np.ndarray) -> None:
-    from cosmos_reasoner_ros.bag.frames import annotated_frame, difference_frame
+    from cosmos_reasoner_ros.bag.report.frames import annotated_frame, difference_frame
 
     def with_point(x: float) -> ResultRecord:
         t = Trajectory("gripper", (Point2D("gripper", x, 500.0), Point2D("gripper", x, 900.0)))

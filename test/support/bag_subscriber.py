@@ -21,7 +21,7 @@ def main() -> int:
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    from cosmos_reasoner_ros.bag.play import message_class
+    from cosmos_reasoner_ros.bag.replay.play import message_class
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--topic", action="append", required=True, help="topic=pkg/msg/Type")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cosmos_reasoner_ros.parameters import PARAMETERS, CameraConfig, NodeConfig
+from cosmos_reasoner_ros.node.parameters import PARAMETERS, CameraConfig, NodeConfig
 
 
 def default_config(**changes: Any) -> NodeConfig:

@@ -26,7 +26,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from cosmos_reasoner_ros.node import ReasonerNode
+from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode
 from support.collector import Collector
 from support.processes import wait_until
 

@@ -1,0 +1,428 @@
+"""`cosmos-reasoner-bag evaluate`: replays bags into `reasoner_node` (a child process per bag), sends Reason
+goals at bag times and collects one ResultRecord per goal; or reads ReasonerResults recorded earlier.
+
+Timing modes: by default the bag plays with its recorded timing and requests run beside it, as on a robot.
+In lock-step the player waits, before each trigger, until the node has handled every frame published so far
+(lockstep.IngestWatch), and stands still while the trigger's requests are in flight: each request then sees
+the same frames on any machine, at any playback rate. `in_flight` bounds the requests in flight over the run;
+several bags are then replayed at once (up to that many), each into its own node under its own namespace.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.files.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.records import ResultRecord, record_from_msg
+from cosmos_reasoner_ros.bag.replay.node_process import (
+    NodeHandle,
+    NodeProcess,
+    NodeStarter,
+    default_params_file,
+    depth_topics,
+    namespaced_params_file,
+    node_command,
+    node_parameters,
+)
+from cosmos_reasoner_ros.bag.replay.plan import Goal, TaskSpec, bag_paths, schedule, trigger_times
+from cosmos_reasoner_ros.bag.replay.reason_goals import ReasonGoals
+from cosmos_reasoner_ros.bag.report.frames import FrameIndex
+
+if TYPE_CHECKING:
+    from cosmos_reasoner_ros.bag.report.html import ReportFiles
+
+__all__ = [
+    "BagRunInfo",
+    "EvalOptions",
+    "Goal",
+    "NodeHandle",
+    "NodeStarter",
+    "TaskSpec",
+    "bag_paths",
+    "default_params_file",
+    "evaluate_bags",
+    "evaluate_live",
+    "evaluate_recorded",
+    "node_command",
+    "node_parameters",
+    "read_recorded",
+    "schedule",
+    "trigger_times",
+]
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    server_url: str = "http://127.0.0.1:8000/v1"
+    tasks: tuple[TaskSpec, ...] = (TaskSpec("next_action"),)
+    period_s: float = 2.0  # [s of bag time] trigger period; ignored when `at_s` is given
+    at_s: tuple[float, ...] = ()  # [s from the bag's start] trigger times
+    goals: tuple[
+        Goal, ...
+    ] = ()  # each task at its own times (scenarios); when given, tasks/period/at are not used
+    image_topic: str = ""  # empty: the bag's only colour image topic
+    params_file: Path | None = None  # node parameters; None: the shipped config/reasoner.yaml
+    params: tuple[str, ...] = ()  # extra node parameters, name:=value
+    rate: float = 1.0
+    lock_step: bool = (
+        False  # playback waits for the node's ingest before a trigger and for the answers after it
+    )
+    in_flight: int = 0  # at most this many requests in flight over the run (0: no bound; bags one at a time)
+    timeout_s: float = 120.0  # [s] per request after playback ends / per trigger in lock-step
+    startup_timeout_s: float = 60.0  # [s] for the node's action server to appear
+    node_name: str = "reasoner_node"
+    image_format: str = "jpg"  # annotated frames: jpg or png
+    progress: bool = True
+    record: bool = False  # also record the camera and the node's outputs into <out>/outputs (mcap)
+    depth: bool = True  # give the node the bag's depth + CameraInfo topics (3D trajectories)
+    media_dir: Path | None = None  # where the node writes clips (the server must read it); a folder per bag
+
+    def goal_list(self) -> tuple[Goal, ...]:
+        """The goals, or each task at the given times (every period)."""
+        return self.goals or tuple(Goal(spec, self.at_s, self.period_s) for spec in self.tasks)
+
+
+# ------------------------------------------------------------------------------------------- one bag
+
+
+@dataclass(frozen=True)
+class BagRunInfo:
+    """What a bag's replay took: wall time, frames published, the clock mode."""
+
+    bag: str
+    path: Path
+    wall_s: float
+    requests: int
+    frames_published: int
+    lock_step: bool
+
+
+@dataclass
+class _Shared:
+    """What the bags of one run share: the rclpy context, the request bound, the progress bar."""
+
+    context: Any
+    executor: Any
+    gate: Any
+    bar: Any
+    options: EvalOptions
+    out: Path
+    start_node: NodeStarter | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# Image messages the player may publish beyond those the node has handled, in lock-step: below the node's
+# reliable keep-last depth (10), so that no frame is ever overwritten in its subscription queue.
+_LOCKSTEP_CREDIT = 8
+
+
+def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[list[ResultRecord], BagRunInfo]:
+    import rclpy
+    from rclpy.action.client import ActionClient
+
+    from cosmos_reasoner_ros.action import Reason
+    from cosmos_reasoner_ros.bag.replay.lockstep import IngestWatch
+    from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions
+    from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
+
+    options, out = shared.options, shared.out
+    work = out / "bags" / label if namespace else out
+    work.mkdir(parents=True, exist_ok=True)
+    media_root = options.media_dir or out / "media"
+    media = media_root / label if namespace else media_root
+    media.mkdir(parents=True, exist_ok=True)
+    frames = FrameIndex(bag, options.image_topic)
+    reader_topics = {c.topic for c in frames.reader.connections}
+    remap = {t: f"{namespace}{t}" for t in reader_topics} if namespace else {}
+    image_topic = remap.get(frames.topic, frames.topic)
+    depth, info = depth_topics(frames.reader) if options.depth else ("", "")
+    depth, info = remap.get(depth, depth), remap.get(info, info)
+    node_fqn = f"{namespace}/{options.node_name}" if namespace else f"/{options.node_name}"
+    outputs = (out / "outputs" / label) if namespace else (out / "outputs")
+    if options.record and outputs.exists():
+        raise BagError(f"{outputs} exists already; choose a new report folder")
+    safe = "".join(ch if ch.isalnum() else "_" for ch in label)
+    node = rclpy.create_node(f"cosmos_reasoner_bag_evaluate_{safe}"[:60].rstrip("_"), context=shared.context)
+    with shared.lock:
+        shared.executor.add_node(node)
+    handle: NodeHandle | None = None
+    recorder: Recorder | None = None
+    watch: IngestWatch | None = None
+    player: Player | None = None
+    started = time.monotonic()
+    try:
+        player = Player(node, bag, PlayOptions(rate=options.rate, remap=remap))
+        plan = schedule(player.duration_s, options.goal_list())
+        watch = IngestWatch(node, f"{namespace}/diagnostics" if namespace else "/diagnostics")
+        if shared.start_node is None:
+            params_file = options.params_file or default_params_file()
+            if namespace and params_file is not None:
+                params_file = namespaced_params_file(
+                    params_file, namespace, options.node_name, work / "params.yaml"
+                )
+            cmd = node_command(
+                options, image_topic, frames.compressed, media, depth, info, namespace, params_file
+            )
+            handle = NodeProcess(cmd, work / "node.log")
+        else:
+            parameters = node_parameters(options, image_topic, frames.compressed, media, depth, info)
+            handle = shared.start_node(
+                options.params_file or default_params_file(), parameters, work / "node.log"
+            )
+        client: ActionClient[Any, Any, Any] = ActionClient(node, Reason, f"{node_fqn}/reason")
+        deadline = time.monotonic() + options.startup_timeout_s
+        while not client.wait_for_server(timeout_sec=0.5):
+            handle.check_alive()
+            if time.monotonic() > deadline:
+                raise BagError(
+                    f"reasoner_node's action server did not appear within {options.startup_timeout_s} s"
+                )
+        image_pub = player.publishers[frames.conn.id][1]
+        while image_pub.get_subscription_count() == 0:
+            handle.check_alive()
+            if time.monotonic() > deadline:
+                raise BagError("reasoner_node did not subscribe to the image topic")
+            time.sleep(0.05)
+        if options.record:
+            topics = [
+                t if t != "/diagnostics" else f"{namespace}/diagnostics" for t in default_topics(node_fqn)
+            ]
+            recorder = Recorder(node, outputs, topics, clock=player.bag_time_ns)
+            for conn in player.connections:
+                recorder.add_passthrough(conn.id, conn.topic, conn.msgtype)
+            recorder.discover()
+
+        goals = ReasonGoals(client, shared.gate, lambda: shared.bar.update(1), options.timeout_s)
+        queue = list(plan)
+        published = {"images": 0}
+        alive = handle.check_alive
+        next_discovery = [time.monotonic() + 1.0]
+
+        def fire(upto_s: float | None) -> None:
+            due = [item for item in queue if upto_s is None or item[0] < upto_s - 1e-9]
+            if not due:
+                return
+            if options.lock_step:
+                assert watch is not None and player is not None
+                watch.wait(image_topic, published["images"], options.timeout_s, alive)
+                player.wait_acked(2.0)  # depth and CameraInfo: reliable, delivered before the request
+            for item in due:
+                queue.remove(item)
+                goals.send(item[1], item[0])
+                shared.bar.set_postfix(bag=label, bag_s=f"{item[0]:.1f}")
+            if options.lock_step:
+                goals.wait_all(options.timeout_s)
+
+        def before_publish(bag_ns: int) -> None:
+            # A trigger fires once every message stamped before it has gone out.
+            assert player is not None
+            fire((bag_ns - player.start_ns) / 1e9)
+            alive()
+            if recorder is not None and time.monotonic() > next_discovery[0]:
+                recorder.discover()  # topics the node creates late (none today; cheap insurance)
+                next_discovery[0] = time.monotonic() + 1.0
+
+        def after_publish(conn: Any, bag_ns: int, data: bytes) -> None:
+            if recorder is not None:
+                recorder.write_passthrough(conn.id, bag_ns, data)
+            if conn.id != frames.conn.id:
+                return
+            published["images"] += 1
+            if options.lock_step and watch is not None:
+                behind = published["images"] - watch.handled(image_topic)
+                if behind >= _LOCKSTEP_CREDIT:
+                    watch.wait(
+                        image_topic, published["images"] - _LOCKSTEP_CREDIT // 2, options.timeout_s, alive
+                    )
+
+        stats = player.run(before_publish=before_publish, after_publish=after_publish)
+        fire(None)  # triggers at the very end of the bag
+        goals.wait_all(options.timeout_s)
+        if recorder is not None:
+            time.sleep(0.5)  # the result topic's last samples, published just before the action results
+            recorder.close()
+        records = []
+        for p in goals.items:
+            if p.result is not None:
+                records.append(record_from_msg(p.result, p.trigger_s, bag=label, step=p.spec.step))
+            else:
+                records.append(
+                    ResultRecord(
+                        task=p.spec.task,
+                        instruction=p.spec.instruction,
+                        step=p.spec.step,
+                        trigger_s=p.trigger_s,
+                        error_kind="internal" if p.done.is_set() else "timeout",
+                        error=p.error or "no result within the timeout",
+                        bag=label,
+                    )
+                )
+        info_ = BagRunInfo(
+            label,
+            bag,
+            time.monotonic() - started,
+            len(records),
+            stats.per_topic.get(image_topic, 0),
+            options.lock_step,
+        )
+        return records, info_
+    finally:
+        if recorder is not None:
+            recorder.close()
+        if handle is not None:
+            handle.stop()
+        if watch is not None:
+            watch.close()
+        if player is not None:
+            player.close()
+        frames.close()
+        with shared.lock:
+            shared.executor.remove_node(node)
+        node.destroy_node()
+
+
+@contextmanager
+def _ros() -> Iterator[tuple[Any, Any]]:
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def spin() -> None:
+        # spin_once in a loop rather than spin(): a failing callback is kept and reported, and does not end
+        # the spinning (every bag's results arrive through this executor).
+        while not stop.is_set() and context.ok():
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except Exception as exc:
+                failures.append(exc)
+                print(f"cosmos-reasoner-bag: a callback failed: {exc!r}", file=sys.stderr)
+
+    spinner = threading.Thread(target=spin, daemon=True, name="evaluate-executor")
+    spinner.start()
+    try:
+        yield context, executor
+    finally:
+        stop.set()
+        spinner.join(timeout=5)
+        executor.shutdown()
+        if context.ok():
+            rclpy.shutdown(context=context)
+
+
+def evaluate_bags(
+    bags: Sequence[Path],
+    out: Path,
+    options: EvalOptions = EvalOptions(),
+    start_node: NodeStarter | None = None,
+) -> tuple[list[ResultRecord], list[BagRunInfo]]:
+    """Replay each bag into a fresh reasoner_node and collect one record per goal, in the bags' order.
+
+    With `options.in_flight` N > 1 (and no `start_node`), up to N bags play at once, each into its own node
+    under the namespace /eval<k>. start_node: how the node starts (e.g. `ros2 launch`); then bags play one at
+    a time under the bag's own topic names. None: `python -m cosmos_reasoner_ros.node` here."""
+    from tqdm import tqdm
+
+    from cosmos_reasoner_ros.bag.replay.lockstep import RequestGate
+
+    if not bags:
+        raise BagError("no bag to evaluate")
+    if not options.rate > 0:
+        raise BagError(f"rate must be > 0, got {options.rate}")
+    out.mkdir(parents=True, exist_ok=True)
+    labels = [b.name for b in bags] if len(bags) > 1 else [""]  # one bag: results match whatever its name
+    total = 0
+    for bag in bags:  # every bag and trigger checked before any node starts
+        reader = open_reader(bag)
+        try:
+            total += len(schedule((reader.end_time - reader.start_time) / 1e9, options.goal_list()))
+        finally:
+            reader.close()
+    concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))
+    namespaced = start_node is None and len(bags) > 1
+    bar = tqdm(total=total, unit="req", desc="evaluate", disable=not options.progress, file=sys.stderr)
+    results: dict[int, tuple[list[ResultRecord], BagRunInfo]] = {}
+    try:
+        with _ros() as (context, executor):
+            shared = _Shared(context, executor, RequestGate(options.in_flight), bar, options, out, start_node)
+
+            def one(i: int) -> None:
+                results[i] = _run_bag(shared, bags[i], labels[i], f"/eval{i + 1}" if namespaced else "")
+
+            if concurrent == 1:
+                for i in range(len(bags)):
+                    one(i)
+            else:
+                with ThreadPoolExecutor(max_workers=concurrent, thread_name_prefix="evaluate-bag") as pool:
+                    for future in [pool.submit(one, i) for i in range(len(bags))]:
+                        future.result()
+    finally:
+        bar.close()
+    records = [r for i in range(len(bags)) for r in results[i][0]]
+    return records, [results[i][1] for i in range(len(bags))]
+
+
+# ------------------------------------------------------------------------------------------- recorded
+
+
+def read_recorded(results_bag: Path) -> list[ResultRecord]:
+    """ReasonerResult messages of a recorded bag (every topic of that type), as records; the trigger time is
+    the message's time in that bag from its start."""
+    reader = open_reader(results_bag)
+    try:
+        conns = [c for c in reader.connections if c.msgtype == "cosmos_reasoner_ros/msg/ReasonerResult"]
+        if not conns:
+            have = ", ".join(f"{c.topic} ({c.msgtype})" for c in reader.connections) or "none"
+            raise BagError(f"bag {results_bag} has no ReasonerResult topic; it has: {have}")
+        store = typestore()
+        start = reader.start_time
+        return [
+            record_from_msg(store.deserialize_cdr(data, conn.msgtype), (bag_ns - start) / 1e9)
+            for conn, bag_ns, data in messages(reader, conns)
+        ]
+    finally:
+        reader.close()
+
+
+def evaluate_recorded(
+    results_bag: Path,
+    out: Path,
+    images_bag: Path | None = None,
+    image_topic: str = "",
+    image_format: str = "jpg",
+) -> ReportFiles:
+    """The report from ReasonerResult messages in a recorded bag, with frames from `images_bag` when given."""
+    from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
+    from cosmos_reasoner_ros.bag.runs.finish import finish_run
+
+    records = read_recorded(results_bag)
+    frames = FrameIndex(images_bag, image_topic) if images_bag is not None else None
+    try:
+        sources = {"": frames} if frames is not None else {}
+        return finish_run(records, out, sources, load_tolerances(), image_format=image_format).files
+    finally:
+        if frames is not None:
+            frames.close()
+
+
+def evaluate_live(
+    bag: Path, out: Path, options: EvalOptions = EvalOptions(), start_node: NodeStarter | None = None
+) -> ReportFiles:
+    """Replay `bag` into a fresh reasoner_node, trigger the tasks, collect every result, write the report (the
+    shipped tolerances, no baseline). start_node: how the node starts (e.g. `ros2 launch`); None: here."""
+    from cosmos_reasoner_ros.bag.runs.suite import run_bags
+
+    return run_bags([bag], out, options, start_node=start_node).result.files

@@ -1,0 +1,246 @@
+"""Scenario files: a YAML file names the bag(s), the node parameters, the goals (task, instruction, bag
+times), the timing mode and the tolerances of one regression case, so that a suite is a folder of scenarios.
+A `sweep` (one parameter, a list of values) runs the scenario once per value. See
+config/scenario_example.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions, Goal, TaskSpec, bag_paths
+
+__all__ = ["Scenario", "Variant", "load_scenario", "scenario_files"]
+
+_KEYS = {
+    "name",
+    "bags",
+    "image_topic",
+    "params_file",
+    "params",
+    "goals",
+    "lock_step",
+    "in_flight",
+    "rate",
+    "timeout_s",
+    "depth",
+    "tolerances",
+    "baseline",
+    "sweep",
+}
+_GOAL_KEYS = {"task", "instruction", "step", "at", "every"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One run of a scenario: its folder name under the scenario's output, and its node parameters."""
+
+    name: str  # "" without a sweep, else "<parameter>=<value>"
+    value: str  # the swept value as written; "" without a sweep
+    params: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: Path
+    bags: tuple[Path, ...]
+    goals: tuple[Goal, ...]
+    params: tuple[str, ...] = ()  # name:=value (YAML values)
+    params_file: Path | None = None
+    image_topic: str = ""
+    lock_step: bool = True
+    in_flight: int = 0
+    rate: float = 1.0
+    timeout_s: float = 120.0
+    depth: bool = True
+    tolerances: Mapping[str, Any] = field(default_factory=dict)
+    baseline: Path | None = None
+    sweep_parameter: str = ""
+    sweep_values: tuple[Any, ...] = ()
+
+    def variants(self) -> list[Variant]:
+        if not self.sweep_parameter:
+            return [Variant("", "", self.params)]
+        out = []
+        for value in self.sweep_values:
+            text = _value_text(value)
+            out.append(
+                Variant(
+                    f"{self.sweep_parameter}={text}",
+                    text,
+                    (*self.params, _param(self.sweep_parameter, value)),
+                )
+            )
+        return out
+
+    def options(self, variant: Variant, base: EvalOptions) -> EvalOptions:
+        """The evaluation options of one variant; `base` carries what the command line sets (server, progress,
+        recording); the scenario's own values win over it."""
+        from dataclasses import replace
+
+        return replace(
+            base,
+            goals=self.goals,
+            params=variant.params,
+            params_file=self.params_file or base.params_file,
+            image_topic=self.image_topic,
+            lock_step=self.lock_step,
+            in_flight=self.in_flight,
+            rate=self.rate,
+            timeout_s=self.timeout_s,
+            depth=self.depth,
+        )
+
+
+def _value_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _param(name: str, value: Any) -> str:
+    return f"{name}:={json.dumps(value)}"  # JSON scalars and lists are YAML, as `-p name:=value` reads them
+
+
+def _number(value: Any, where: str, minimum: float = 0.0) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < minimum
+    ):
+        raise BagError(f"{where} must be a number >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def _goal(item: Any, where: str) -> Goal:
+    if isinstance(item, str):
+        raise BagError(f"{where}: a goal is a mapping with task and at (or every), got {item!r}")
+    if not isinstance(item, Mapping):
+        raise BagError(f"{where} must be a mapping")
+    unknown = set(item) - _GOAL_KEYS
+    if unknown:
+        raise BagError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_GOAL_KEYS))}"
+        )
+    task = item.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise BagError(f"{where}: task must be a task name")
+    at = item.get("at", [])
+    at = [at] if isinstance(at, (int, float)) and not isinstance(at, bool) else at
+    if not isinstance(at, list):
+        raise BagError(f"{where}: at must be a bag time [s] or a list of them")
+    times = tuple(_number(t, f"{where}.at") for t in at)
+    every = _number(item.get("every", 0.0), f"{where}.every")
+    if not times and every <= 0:
+        raise BagError(f"{where}: give the bag times (at) or a period (every)")
+    spec = TaskSpec(task.strip(), str(item.get("instruction", "") or ""), str(item.get("step", "") or ""))
+    return Goal(spec, times, every)
+
+
+def load_scenario(path: Path) -> Scenario:
+    """A scenario file; relative paths in it are relative to the file. Raises BagError naming the problem."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise BagError(f"cannot read scenario {path}: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise BagError(f"scenario {path} must be a mapping")
+    where = str(path)
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise BagError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KEYS))}"
+        )
+    here = path.parent
+
+    def rel(value: Any, key: str) -> Path:
+        if not isinstance(value, str) or not value:
+            raise BagError(f"{where}: {key} must be a path")
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else here / p
+
+    bags_value = data.get("bags")
+    bags_list = [bags_value] if isinstance(bags_value, str) else bags_value
+    if not isinstance(bags_list, list) or not bags_list:
+        raise BagError(f"{where}: bags must name at least one bag (or a folder of bags)")
+    bags = tuple(bag_paths([rel(b, "bags") for b in bags_list]))
+    goals_value = data.get("goals")
+    if not isinstance(goals_value, list) or not goals_value:
+        raise BagError(f"{where}: goals must list at least one goal")
+    goals = tuple(_goal(g, f"{where}: goals[{i}]") for i, g in enumerate(goals_value))
+    params_value = data.get("params") or {}
+    if not isinstance(params_value, Mapping):
+        raise BagError(f"{where}: params must be a mapping of node parameter to value")
+    params = tuple(_param(str(k), v) for k, v in params_value.items())
+    tolerances = data.get("tolerances") or {}
+    if not isinstance(tolerances, Mapping):
+        raise BagError(f"{where}: tolerances must be a mapping (the layout of config/tolerances.yaml)")
+    sweep = data.get("sweep")
+    parameter: str = ""
+    values: tuple[Any, ...] = ()
+    if sweep is not None:
+        if not isinstance(sweep, Mapping) or set(sweep) != {"parameter", "values"}:
+            raise BagError(f"{where}: sweep needs exactly `parameter` and `values`")
+        parameter = str(sweep["parameter"])
+        if not isinstance(sweep["values"], list) or not sweep["values"]:
+            raise BagError(f"{where}: sweep.values must be a non-empty list")
+        values = tuple(sweep["values"])
+        if len({_value_text(v) for v in values}) != len(values):
+            raise BagError(f"{where}: sweep.values must be distinct")
+    lock_step = data.get("lock_step", True)
+    if not isinstance(lock_step, bool):
+        raise BagError(f"{where}: lock_step must be true or false")
+    depth = data.get("depth", True)
+    if not isinstance(depth, bool):
+        raise BagError(f"{where}: depth must be true or false")
+    in_flight = data.get("in_flight", 0)
+    if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 0:
+        raise BagError(f"{where}: in_flight must be an integer >= 0")
+    rate = _number(data.get("rate", 1.0), f"{where}: rate")
+    if rate <= 0:
+        raise BagError(f"{where}: rate must be > 0")
+    name = str(data.get("name") or path.stem)
+    if "/" in name or name in (".", ".."):
+        raise BagError(f"{where}: name {name!r} cannot be a folder name")
+    return Scenario(
+        name=name,
+        path=path,
+        bags=bags,
+        goals=goals,
+        params=params,
+        params_file=rel(data["params_file"], "params_file") if data.get("params_file") else None,
+        image_topic=str(data.get("image_topic") or ""),
+        lock_step=lock_step,
+        in_flight=in_flight,
+        rate=rate,
+        timeout_s=_number(data.get("timeout_s", 120.0), f"{where}: timeout_s"),
+        depth=depth,
+        tolerances=tolerances,
+        baseline=rel(data["baseline"], "baseline") if data.get("baseline") else None,
+        sweep_parameter=parameter,
+        sweep_values=values,
+    )
+
+
+def scenario_files(paths: Sequence[Path]) -> list[Path]:
+    """Scenario files given directly or as folders of them (*.yaml / *.yml, sorted, not recursive)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+            if not inside:
+                raise BagError(f"{path} holds no scenario (*.yaml)")
+            found += inside
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise BagError(f"scenario {path} does not exist")
+    return found

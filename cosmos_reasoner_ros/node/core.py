@@ -1,0 +1,113 @@
+"""The node's core assembled from a validated configuration, without ROS: per-camera clip buffers, the media
+store and clip writer, the task catalog, the Reasoner client and the request pipeline (plus the pre-encoder).
+
+The node builds one Core at start (or at a lifecycle node's `configure`) and closes it at shutdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
+from cosmos_reasoner_ros.clips.clip_writer import ClipWriter, PreEncoder
+from cosmos_reasoner_ros.clips.media_store import MediaStore, RetentionPolicy
+from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
+from cosmos_reasoner_ros.errors import ReasonerError
+from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, validate
+from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
+from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings
+from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
+from cosmos_reasoner_ros.requests.pipeline import Pipeline, PipelineSettings
+
+__all__ = ["Core"]
+
+
+@dataclass
+class Core:
+    config: NodeConfig
+    catalog: TaskCatalog
+    buffers: dict[str, ClipBuffer]
+    buffer: MultiCameraBuffer
+    writer: ClipWriter
+    client: ReasonerClient
+    pipeline: Pipeline
+    pre_encoder: PreEncoder | None
+
+    @classmethod
+    def build(cls, cfg: NodeConfig) -> Core:
+        """Validate the whole configuration (every problem at once, as one ConfigError), then build."""
+        problems = validate(cfg)
+        catalog = None
+        try:
+            catalog = TaskCatalog.load(cfg.tasks_file or None)
+            if cfg.task not in catalog:
+                problems.append(f"task: unknown task {cfg.task!r}; known: {', '.join(catalog.names())}")
+        except (ReasonerError, OSError) as exc:
+            problems.append(f"tasks_file: {exc}")
+        if problems:
+            raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
+        assert catalog is not None
+        try:
+            store = MediaStore(
+                Path(cfg.media_dir),
+                RetentionPolicy(
+                    max_files=cfg.media_max_files,
+                    max_bytes=round(cfg.media_max_mb * 1024**2),
+                    max_age_s=cfg.media_max_age_s,
+                ),
+            )
+            writer = ClipWriter(
+                store, codec=cfg.codec, inline=cfg.inline_media, image_format=cfg.image_format
+            )
+            client_settings = ClientSettings(
+                base_url=cfg.server_url,
+                model=cfg.model,
+                api_key_env=cfg.api_key_env,
+                connect_timeout_s=cfg.connect_timeout_s,
+                read_timeout_s=cfg.request_timeout_s,
+                max_retries=cfg.max_retries,
+            )
+            request_settings = RequestSettings(
+                fps=cfg.sample_fps,
+                structured_output=cfg.structured_output,
+                max_tokens=cfg.max_tokens or None,
+                video_kwargs_mode=cfg.video_kwargs_mode,
+            )
+        except (ReasonerError, ValueError) as exc:
+            raise ConfigError(f"invalid parameters:\n  {exc}") from exc
+        max_bytes = int(cfg.buffer_max_mb * 1024 * 1024)
+        buffers = {
+            c.name: ClipBuffer(c.name, cfg.sample_fps, cfg.buffer_seconds, max_bytes, cfg.max_long_side)
+            for c in cfg.cameras
+        }
+        buffer = MultiCameraBuffer(list(buffers.values()))
+        client = ReasonerClient(client_settings)
+        pipeline = Pipeline(
+            buffer,
+            writer,
+            catalog,
+            client,
+            request_settings,
+            PipelineSettings(
+                clip_seconds=cfg.clip_seconds,
+                tiled=cfg.tiled,
+                stream=cfg.stream,
+                wait_for_server_s=cfg.wait_for_server_s,
+                stale_after_s=cfg.stale_after_s,
+            ),
+        )
+        # Frames encoded on arrival make a clip at trigger time a matter of muxing. A tiled video is composed
+        # at trigger time, so its cameras' frames are never reused: nothing to encode ahead.
+        tiled = cfg.tiled and len(cfg.cameras) > 1
+        useful = cfg.pre_encode != "off" and writer.backend == "pyav" and not tiled
+        pre_encoder = PreEncoder(writer) if useful else None
+        return cls(cfg, catalog, buffers, buffer, writer, client, pipeline, pre_encoder)
+
+    def close(self) -> None:
+        """Stop the pre-encoder and the writer's encoding threads, close the client. Call after the last
+        request has ended."""
+        if self.pre_encoder is not None:
+            self.pre_encoder.close()
+        self.writer.close()
+        self.client.close()

@@ -1,0 +1,180 @@
+"""What reasoner_node reports about itself, without ROS: per-camera ingest counters, the /diagnostics statuses
+(server, requests, one per camera) as plain values, and warnings throttled per kind of problem.
+
+ros_conversion turns the StatusReports into diagnostic_msgs; the node only gathers the numbers.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cosmos_reasoner_ros.clips.clip_buffer import BufferStats
+
+if TYPE_CHECKING:  # annotations only: diagnostics stays below the modules it reports on
+    from cosmos_reasoner_ros.node.health import HealthMonitor
+    from cosmos_reasoner_ros.node.parameters import NodeConfig
+    from cosmos_reasoner_ros.requests.scheduler import RequestScheduler
+
+__all__ = [
+    "CameraStats",
+    "ProblemLog",
+    "StatusReport",
+    "camera_status",
+    "node_status",
+    "requests_status",
+    "server_status",
+]
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """One diagnostic status: level is "ok", "warn" or "error"; values are shown as strings."""
+
+    name: str
+    level: str
+    message: str
+    values: Mapping[str, object]
+    hardware_id: str = ""
+
+
+@dataclass
+class CameraStats:
+    """Ingest counters of one camera (written by its callback only; read by diagnostics)."""
+
+    received: int = 0
+    skipped: int = 0  # decimated before decoding: not wanted at the sample rate
+    added: int = 0
+    dropped: int = 0  # refused by the buffer (out of order, duplicate, too large for the bound)
+    invalid: int = 0  # every refused message: undecodable, too large, implausible stamp, wrong encoding
+    too_large: int = 0  # declared size above max_pixels (refused before decoding)
+    bad_stamp: int = 0  # stamped implausibly far ahead of the receive time
+    not_colour: int = 0  # depth or other non-colour encodings on a colour topic
+    last_receive: float = 0.0  # time.monotonic() of the newest message
+    last_error: str = ""
+
+
+class ProblemLog:
+    """Logs each distinct problem at most once per period, with how many repeats were suppressed."""
+
+    def __init__(self, log: Callable[[str], object], period_s: float = 10.0) -> None:
+        self._log = log
+        self._period = period_s
+        self._last: dict[str, float] = {}
+        self._suppressed: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def report(self, key: str, message: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self._period:
+                self._suppressed[key] += 1
+                return
+            self._last[key] = now
+            repeats = self._suppressed.pop(key, 0)
+        self._log(message + (f" ({repeats} more since last report)" if repeats else ""))
+
+
+def server_status(url: str, model: str, healthy: bool | None, error: str) -> StatusReport:
+    level = "ok" if healthy else ("warn" if healthy is None else "error")
+    message = {True: "healthy", False: f"unreachable: {error}", None: "not checked yet"}[healthy]
+    values = {"url": url, "model": model or "(not discovered)", "healthy": healthy}
+    return StatusReport("reasoner_node: server", level, message, values)
+
+
+@dataclass
+class LastRequest:
+    """The newest request's figures, for diagnostics."""
+
+    latency_s: float = 0.0
+    ttft_s: float = 0.0
+    error: str = ""
+    error_kind: str = ""
+    stale_cameras: tuple[str, ...] = ()
+
+
+def requests_status(
+    counts: Mapping[str, int],
+    in_flight: int,
+    waiting: int,
+    last: LastRequest,
+    extra: Mapping[str, object] | None = None,
+) -> StatusReport:
+    """counts: delivered outcomes by kind ("success" or the error kind), plus "submitted" and "delivered"."""
+    outcomes = {k: v for k, v in counts.items() if k not in ("submitted", "delivered")}
+    failures = {k: v for k, v in outcomes.items() if k != "success"}
+    level = "warn" if last.error_kind and failures else "ok"
+    message = f"last error ({last.error_kind}): {last.error}" if last.error_kind else "ok"
+    values: dict[str, object] = {
+        "submitted": counts.get("submitted", 0),
+        "succeeded": outcomes.get("success", 0),
+        "failed": sum(failures.values()),
+        "in_flight": in_flight,
+        "waiting": waiting,
+        "last_latency_s": last.latency_s,
+        "last_ttft_s": last.ttft_s,
+        "last_error_kind": last.error_kind,
+        "last_stale_cameras": ",".join(last.stale_cameras),
+        **dict(extra or {}),
+    }
+    values.update({f"failed_{k}": v for k, v in sorted(failures.items())})
+    return StatusReport("reasoner_node: requests", level, message, values)
+
+
+def camera_status(
+    name: str, topic: str, stats: CameraStats, buffer: BufferStats, now: float, stale_after_s: float
+) -> StatusReport:
+    """A camera is stale when no message arrived for stale_after_s (monotonic time)."""
+    stale = stats.last_receive == 0.0 or now - stats.last_receive > stale_after_s
+    values: dict[str, object] = {
+        "topic": topic,
+        "frames_received": stats.received,
+        "frames_buffered": stats.added,
+        "frames_skipped_by_sampling": stats.skipped,
+        "frames_dropped": stats.dropped + stats.invalid,
+        "frames_invalid": stats.invalid,
+        "frames_too_large": stats.too_large,
+        "frames_bad_stamp": stats.bad_stamp,
+        "frames_not_colour": stats.not_colour,
+        "last_frame_error": stats.last_error,
+        "seconds_since_last_frame": (now - stats.last_receive) if stats.last_receive else -1.0,
+        "buffer_frames": buffer.frames,
+        "buffer_seconds": buffer.fill_seconds,
+        "buffer_bytes": buffer.fill_bytes,
+        "buffer_fill_bytes_percent": 100.0 * buffer.fill_bytes / buffer.max_bytes
+        if buffer.max_bytes
+        else 0.0,
+        "buffer_resets": buffer.resets,
+    }
+    return StatusReport(
+        f"reasoner_node: camera {name}",
+        "warn" if stale else "ok",
+        "stale: no frames" if stale else "receiving",
+        values,
+        hardware_id=name,
+    )
+
+
+def node_status(
+    cfg: NodeConfig,
+    health: HealthMonitor,
+    scheduler: RequestScheduler,
+    last: LastRequest,
+    cameras: Mapping[str, tuple[CameraStats, BufferStats]],
+    extra: Mapping[str, object],
+) -> list[StatusReport]:
+    """reasoner_node's statuses: the server, the requests, one per camera (stale after 5 sampling periods or
+    2 s without a message)."""
+    reports = [server_status(cfg.server_url, health.model, health.healthy, health.error)]
+    counts = scheduler.counts()
+    reports.append(requests_status(counts, scheduler.in_flight(), scheduler.waiting(), last, extra))
+    now, stale_after = time.monotonic(), max(2.0, 5.0 / cfg.sample_fps)
+    for cam in cfg.cameras:
+        stats, buffer = cameras[cam.name]
+        reports.append(camera_status(cam.name, cam.topic, stats, buffer, now, stale_after))
+    return reports

@@ -1,0 +1,147 @@
+"""From a trigger to admitted requests, without ROS: the node's defaults (task, instruction, trigger settings,
+age limit) filled in, ids given, the group checked (request_checks.py), then handed to the scheduler, which
+never blocks. Also the standing instruction (`~/instruction`) and whether frames are worth pre-encoding now.
+
+The node passes its clock and name; the ROS callbacks (service, timer, action, topic) call in here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from cosmos_reasoner_ros.errors import TaskError
+from cosmos_reasoner_ros.node.parameters import NodeConfig
+from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
+from cosmos_reasoner_ros.requests.checks import group_problem, instruction_problem
+from cosmos_reasoner_ros.requests.groups import RequestGroup, build_group
+from cosmos_reasoner_ros.requests.outcome import Outcome, ProgressCallback
+from cosmos_reasoner_ros.requests.scheduler import Job, RequestScheduler
+
+__all__ = ["RequestIntake"]
+
+
+class RequestIntake:
+    """Builds each trigger's requests and submits them; thread-safe (callbacks run on several threads)."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        catalog: TaskCatalog,
+        scheduler: Callable[[], RequestScheduler],
+        now_ns: Callable[[], int],
+        name: str,
+    ) -> None:
+        self.config = config
+        self.catalog = catalog
+        self._cameras = tuple(c.name for c in config.cameras)
+        self._scheduler = scheduler  # the node makes a new one at each activation
+        self._now_ns = now_ns
+        self._name = name
+        self._lock = threading.Lock()
+        self._instruction = config.instruction
+        self._ids = itertools.count(1)
+        self._last_trigger = -math.inf
+
+    @property
+    def instruction(self) -> str:
+        """The standing instruction: what requests without their own take."""
+        with self._lock:
+            return self._instruction
+
+    def set_instruction(self, text: str) -> str:
+        """Take a new standing instruction; the reason it is refused (and the old one kept), or ''."""
+        problem = instruction_problem(text, self.config.max_instruction_chars)
+        if not problem:
+            with self._lock:
+                self._instruction = text
+        return problem
+
+    def new_group(
+        self,
+        tasks: tuple[str, ...] = (),
+        instruction: str = "",
+        step: str = "",
+        cameras: tuple[str, ...] = (),
+        clip_seconds: float = 0.0,
+        *,
+        instructions: tuple[str, ...] = (),
+        deadline_s: float = 0.0,
+        reasoning: bool = True,
+        max_result_age_s: float = 0.0,
+        explicit_instruction: bool = False,
+    ) -> RequestGroup:
+        """The requests of one trigger or goal about one clip: one per task (empty: the default task), sharing
+        the cameras, window, trigger time, deadline and a clip id. max_result_age_s: 0 the node's parameter,
+        negative no limit. One task takes the instruction as before; several share it among those tasks that
+        take one (or each gets its own from `instructions`)."""
+        cfg = self.config
+        default_instruction = self.instruction
+        if max_result_age_s == 0:
+            max_result_age_s = cfg.max_result_age_s
+        elif max_result_age_s < 0:
+            max_result_age_s = 0.0  # this goal wants no limit
+        return build_group(
+            self.catalog,
+            f"{self._name}-{next(self._ids)}-{uuid.uuid4().hex[:8]}",
+            tasks or (cfg.task,),
+            instruction or default_instruction,
+            step=step,
+            cameras=cameras,
+            clip_seconds=clip_seconds,
+            instructions=instructions,
+            deadline_s=deadline_s,
+            reasoning=reasoning,
+            max_result_age_s=max_result_age_s,
+            explicit_instruction=explicit_instruction,
+            trigger_time=time.monotonic(),  # one trigger time and stamp for the whole clip
+            trigger_ns=self._now_ns(),
+        )
+
+    def trigger_group(self) -> RequestGroup:
+        """The requests of a ~/trigger call or a timer tick: trigger_tasks with the trigger_* settings."""
+        cfg = self.config
+        return self.new_group(
+            cfg.trigger_task_names(), deadline_s=cfg.trigger_deadline_s, reasoning=cfg.trigger_reasoning
+        )
+
+    def submit(
+        self,
+        group: RequestGroup,
+        on_progress: ProgressCallback | None = None,
+        on_done: Callable[[tuple[Outcome, ...]], None] | None = None,
+    ) -> tuple[Job, str]:
+        """Queue the requests of one trigger (never blocks); each outcome is published exactly once. Returns
+        the job and, when it was not admitted, the reason."""
+        self._last_trigger = time.monotonic()
+        first = group.specs[0]
+        cfg = self.config
+        job = Job(
+            spec=first,
+            group=tuple(sorted(first.cameras or self._cameras)),
+            on_progress=on_progress,
+            on_done=on_done,
+            more=group.specs[1:],
+        )
+        scheduler = self._scheduler()
+        problem = group_problem(
+            group, self._cameras, self.catalog, cfg.buffer_seconds, cfg.max_instruction_chars
+        )
+        if problem:
+            scheduler.fail(job, TaskError(problem))
+            return job, problem
+        return job, scheduler.submit(job).reason
+
+    def pre_encoding(self) -> bool:
+        """Whether arriving frames are worth encoding ahead: always ("on"), with a timer, or while triggers
+        come (within a buffer's length of the last one)."""
+        cfg = self.config
+        return (
+            cfg.pre_encode == "on"
+            or cfg.trigger_period_s > 0
+            or time.monotonic() - self._last_trigger < cfg.buffer_seconds
+        )

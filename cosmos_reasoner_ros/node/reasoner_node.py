@@ -1,0 +1,469 @@
+"""`reasoner_node`: camera topics, triggers and the Reason action wired to the request pipeline; results out.
+
+A managed (lifecycle) node when the `lifecycle` parameter is true, as in nav2 bring-ups: `configure` validates
+the parameters and builds the core, `activate` starts subscriptions, triggers, timers (and may wait for the
+server), `deactivate` stops accepting requests and ends those in flight with their results, `cleanup` and
+`shutdown` release everything. Otherwise it configures and activates itself at start (the default).
+
+The wiring only: parameters (parameters.py), a trigger's requests (request_intake.py), admission, deadlines
+and workers (scheduler.py), the request itself (pipeline.py), the checks before publishing (result_checks.py),
+health (health.py) and diagnostics (diagnostics.py) live in their own ROS-free modules. Image callbacks only
+decimate, convert and buffer; service, action and timer callbacks only enqueue; every request ends in exactly
+one ReasonerResult, published on the scheduler's delivery thread, also at shutdown. A trigger may ask several
+tasks of one clip (one request, and one result, each).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.service import Service
+from rclpy.subscription import Subscription
+from rclpy.timer import Timer
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from cosmos_reasoner_ros.node.core import Core
+from cosmos_reasoner_ros.node.diagnostics import LastRequest, ProblemLog, StatusReport, node_status
+from cosmos_reasoner_ros.node.health import HealthMonitor
+from cosmos_reasoner_ros.node.ingest import CameraIngest
+from cosmos_reasoner_ros.node.intake import RequestIntake
+from cosmos_reasoner_ros.node.outputs import ResultOutputs
+from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config
+from cosmos_reasoner_ros.node.reason_action import ReasonActionServer
+from cosmos_reasoner_ros.node.ros_conversion import (
+    diagnostic_array,
+    diagnostic_status,
+    result_msg,
+)
+from cosmos_reasoner_ros.reasoner.client import ReasonerClient
+from cosmos_reasoner_ros.requests.outcome import Outcome
+from cosmos_reasoner_ros.requests.scheduler import Job, RequestScheduler
+
+__all__ = ["ConfigError", "ReasonerNode"]
+
+_TYPES = {
+    bool: ParameterType.PARAMETER_BOOL,
+    int: ParameterType.PARAMETER_INTEGER,
+    float: ParameterType.PARAMETER_DOUBLE,
+    str: ParameterType.PARAMETER_STRING,
+    list: ParameterType.PARAMETER_STRING_ARRAY,
+}
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """Text for a log line: at most `limit` characters, with the full length when cut."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+class ReasonerNode(LifecycleNodeMixin, Node):
+    def __init__(self, node_name: str = "reasoner_node", **kwargs: Any) -> None:
+        Node.__init__(self, node_name, **kwargs)
+        # What shutdown() touches exists before anything can fail: a half-built node shuts down cleanly.
+        self._shutting_down = False
+        self._scheduler: RequestScheduler | None = None
+        self._health: HealthMonitor | None = None
+        self._action: ReasonActionServer | None = None
+        self._inputs: list[Any] = []  # subscriptions, service, timers created at activate
+        self._config_error: ConfigError | None = None
+        try:
+            self.config = cfg = read_config(self._declare)
+        except Exception:
+            Node.destroy_node(self)  # the half-built node must not outlive the failed start
+            raise
+        # The lifecycle services exist only for a managed node: a plain one looks as it always did.
+        LifecycleNodeMixin.__init__(self, enable_communication_interface=cfg.lifecycle)
+        if cfg.lifecycle:
+            self.get_logger().info("managed node: waiting for configure (ros2 lifecycle set ... configure)")
+            return
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            error = self._config_error or ConfigError("configuration failed (see the log)")
+            Node.destroy_node(self)
+            raise error
+        if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+            self.shutdown()
+            Node.destroy_node(self)
+            raise ConfigError("activation failed (see the log)")
+
+    # ------------------------------------------------------------------------------------- configuration
+
+    def _declare(self, name: str, default: Any, doc: str) -> Any:
+        # Floats accept integers too (`clip_seconds: 4` in YAML); every other type is checked by rclpy.
+        is_float = isinstance(default, float)
+        descriptor = ParameterDescriptor(
+            description=doc, type=_TYPES[type(default)], read_only=True, dynamic_typing=is_float
+        )
+        value = self.declare_parameter(name, default, descriptor).value
+        if is_float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"invalid parameters:\n  {name}: must be a number, got {value!r}")
+            value = float(value)
+        return list(value) if isinstance(default, list) else value
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self._configure(self.config)
+        except ConfigError as exc:
+            self._config_error = exc
+            if self.config.lifecycle:  # a plain node raises it from __init__ (main logs it once)
+                self.get_logger().error(str(exc))
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        cfg = self.config
+        if self._scheduler is None or self._scheduler.closed:
+            self._scheduler = self._new_scheduler()
+        health = self._health_monitor()
+        health.start()
+        if cfg.activate_wait_for_server_s > 0:
+            deadline = time.monotonic() + cfg.activate_wait_for_server_s
+            while not health.healthy and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not health.healthy:
+                self.get_logger().error(
+                    f"activate: server {cfg.server_url} not healthy within {cfg.activate_wait_for_server_s} s"
+                )
+                return TransitionCallbackReturn.FAILURE
+        self._create_inputs(cfg)
+        self.get_logger().info(
+            f"ready: cameras {', '.join(c.name + '<-' + c.topic for c in cfg.cameras)}; "
+            f"server {cfg.server_url}; "
+            f"task {cfg.task}; timer {cfg.trigger_period_s or 'off'}; media {cfg.media_dir}"
+        )
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """No new requests; those in flight end (cancelled) with their results published; inputs go away."""
+        for entity in self._inputs:
+            self._destroy_input(entity)
+        self._inputs.clear()
+        if self._scheduler is not None:
+            self._scheduler.shutdown(self.config.shutdown_timeout_s)
+        if self._action is not None:
+            self._action.destroy()
+            self._action = None
+        if self._health is not None:
+            self._health.stop()
+            self._health = None
+        for buffer in self.buffers.values():
+            buffer.clear()  # frames from before the pause would make the first clip after it a lie
+        self.get_logger().info("deactivated: not accepting requests")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.shutdown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _destroy_input(self, entity: Any) -> None:
+        if isinstance(entity, Subscription):
+            self.destroy_subscription(entity)
+        elif isinstance(entity, Service):
+            self.destroy_service(entity)
+        elif isinstance(entity, Timer):
+            self.destroy_timer(entity)
+
+    def _release(self) -> None:
+        """Everything configure built: the core (encoders, client), publishers."""
+        core: Core | None = self.__dict__.pop("core", None)
+        if core is not None:
+            core.close()
+        outputs: ResultOutputs | None = self.__dict__.pop("outputs", None)
+        if outputs is not None:
+            outputs.destroy()
+        diagnostics_pub = self.__dict__.pop("diagnostics_pub", None)
+        if diagnostics_pub is not None:
+            self.destroy_publisher(diagnostics_pub)
+
+    # ------------------------------------------------------------------------------------- configuration
+
+    def _configure(self, cfg: NodeConfig) -> None:
+        """Validate everything and build the core; the node's own bookkeeping; the output publishers."""
+        self.core: Core = Core.build(cfg)
+        core = self.core
+        self.catalog, self.buffers, self.buffer, self.pipeline = (
+            core.catalog,
+            core.buffers,
+            core.buffer,
+            core.pipeline,
+        )
+        if cfg.instruction and not core.catalog.spec(cfg.task).placeholders:
+            self.get_logger().warning(
+                f"task {cfg.task!r} takes no instruction: the instruction parameter is used only by goals "
+                "naming tasks that take one"
+            )
+        self._problems = ProblemLog(self.get_logger().warning)
+        self._lock = threading.Lock()
+        self.intake = RequestIntake(
+            cfg,
+            core.catalog,
+            lambda: self.scheduler,
+            lambda: self.get_clock().now().nanoseconds,
+            self.get_name(),
+        )
+        self.ingest = {
+            c.name: CameraIngest(
+                c.name,
+                core.buffers[c.name],
+                self._problems,
+                use_receive_time=cfg.use_receive_time,
+                max_stamp_ahead_s=cfg.max_stamp_ahead_s,
+                max_pixels=cfg.max_pixels,
+                frame_id=c.frame_id,
+                pre_encoder=core.pre_encoder,
+                pre_encoding=self.intake.pre_encoding,
+            )
+            for c in cfg.cameras
+        }
+        self._last = LastRequest()
+        # (outcome without frames, time.monotonic() when its messages were published): request-path timings
+        # for benchmarks and tests; bounded, and nothing in it pins frames or inline media.
+        self.recent: collections.deque[tuple[Outcome, float]] = collections.deque(maxlen=100)
+        # Requests arrive in bursts (many clients at once): the queues must hold a burst, or DDS drops calls
+        # that then never get a reply; the result queue holds the burst of their results.
+        self._requests_qos = QoSProfile(depth=cfg.request_queue_depth, reliability=ReliabilityPolicy.RELIABLE)
+        self.outputs = ResultOutputs(self, cfg, self._problems, self._requests_qos)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+
+    def _new_scheduler(self) -> RequestScheduler:
+        cfg = self.config
+        return RequestScheduler(
+            lambda job, report: self.pipeline.run_clip(
+                job.specs, on_progress=job.progress, cancel=job.cancel, on_outcome=report
+            ),
+            self._deliver,
+            max_in_flight=cfg.max_in_flight,
+            busy_policy=cfg.busy_policy,
+            workers=cfg.workers or len(cfg.cameras) * cfg.max_in_flight + 1,
+            finalize=self._finalize,
+        )
+
+    @property
+    def client(self) -> ReasonerClient:
+        return self.core.client
+
+    @property
+    def scheduler(self) -> RequestScheduler:
+        assert self._scheduler is not None
+        return self._scheduler
+
+    def _health_monitor(self) -> HealthMonitor:
+        if self._health is None:
+
+            def on_change(healthy: bool, error: str) -> None:
+                if healthy:
+                    model = self._health.model if self._health else ""
+                    self.get_logger().info(f"server {self.config.server_url} is healthy (model {model})")
+                else:
+                    self.get_logger().warning(f"server {self.config.server_url} is not reachable: {error}")
+
+            self._health = HealthMonitor(
+                self.client.health,
+                self.client.model_id,
+                self.config.health_period_s,
+                on_change,
+                self.config.model,
+            )
+        return self._health
+
+    # ------------------------------------------------------------------------------------------ interfaces
+
+    def _create_inputs(self, cfg: NodeConfig) -> None:
+        trigger_group, timer_group = ReentrantCallbackGroup(), MutuallyExclusiveCallbackGroup()
+        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        requests = self._requests_qos
+        image_qos = qos_profile_sensor_data if cfg.image_qos == "sensor_data" else reliable
+        subscriptions: list[tuple[Any, str, Callable[[Any], None], QoSProfile, Any]] = []
+        for cam in cfg.cameras:
+            group = MutuallyExclusiveCallbackGroup()  # one camera's callbacks stay ordered
+            msg_type = CompressedImage if cam.compressed else Image
+            subscriptions.append((msg_type, cam.topic, self._on_image(cam.name), image_qos, group))
+            if cam.depth_topic:
+                depth, info = self.outputs.depth_callback(cam.name), self.outputs.info_callback(cam.name)
+                subscriptions.append((Image, cam.depth_topic, depth, image_qos, group))
+                subscriptions.append((CameraInfo, cam.camera_info_topic, info, reliable, group))
+        subscriptions.append((String, "~/instruction", self._on_instruction, requests, trigger_group))
+        for msg_type, topic, callback, qos, group in subscriptions:
+            self._inputs.append(
+                self.create_subscription(msg_type, topic, callback, qos, callback_group=group)
+            )
+        self._inputs.append(
+            self.create_service(
+                Trigger, "~/trigger", self._on_trigger, qos_profile=requests, callback_group=trigger_group
+            )
+        )
+        timers: list[tuple[float, Callable[[], None]]] = [
+            (cfg.diagnostics_period_s, self._publish_diagnostics)
+        ]
+        if cfg.trigger_period_s > 0:
+            timers.append((cfg.trigger_period_s, self._on_timer))
+        for period, tick in timers:
+            self._inputs.append(self.create_timer(period, tick, callback_group=timer_group))
+        self._action = ReasonActionServer(
+            self,
+            self.intake.new_group,
+            lambda group, progress, done: self.intake.submit(group, progress, done)[0],
+            lambda job: self.scheduler.cancel(job),
+            lambda outcome: result_msg(outcome, self._frame_id(outcome)),
+            cfg.feedback_rate_hz,
+            requests,
+            trigger_group,
+        )
+
+    # ------------------------------------------------------------------------------------------ inputs
+
+    def _on_image(self, camera: str) -> Callable[[Any], None]:
+        ingest = self.ingest[camera]
+
+        def on_image(msg: Any) -> None:
+            ingest(msg, self.get_clock().now().nanoseconds)
+
+        return on_image
+
+    def _on_instruction(self, msg: String) -> None:
+        text = msg.data
+        problem = self.intake.set_instruction(text)
+        if problem:
+            self.get_logger().warning(f"instruction refused ({problem}): {shorten(text)}")
+        else:
+            self.get_logger().info(f"instruction set: {shorten(text)}")
+
+    # ---------------------------------------------------------------------------------------- triggers
+
+    def _on_trigger(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        job, refused = self.intake.submit(self.intake.trigger_group())
+        response.success = not refused
+        # The request ids first (one per task, space-separated), so a caller can match each ~/result; a
+        # refusal says why after them.
+        response.message = " ".join(s.request_id for s in job.specs) + (
+            f" rejected: {refused}" if refused else ""
+        )
+        return response
+
+    def _on_timer(self) -> None:
+        self.intake.submit(self.intake.trigger_group())
+
+    # ----------------------------------------------------------------------------------------- outputs
+
+    def _frame_id(self, outcome: Outcome) -> str:
+        ingest = self.ingest.get(outcome.answer_camera)
+        return ingest.frame_id if ingest is not None else ""
+
+    def _finalize(self, job: Job, outcome: Outcome) -> Outcome:
+        """Just before publication, on the delivery thread: the outcome's age (and staleness) now, and the
+        geometric checks of its answer (with the 3D paths they are about)."""
+        return self.outputs.prepare(outcome, self.get_clock().now().nanoseconds)
+
+    def _deliver(self, job: Job, outcome: Outcome) -> None:
+        """On the delivery thread, once per job: the result, then the extras of a success."""
+        with self._lock:
+            if outcome.success:
+                self._last.latency_s, self._last.ttft_s = outcome.latency_s, outcome.ttft_s
+            else:
+                self._last.error, self._last.error_kind = outcome.error, outcome.error_kind
+            self._last.stale_cameras = outcome.stale_cameras
+        self.outputs.publish(outcome, self._frame_id(outcome))
+        if not outcome.success:
+            self._problems.report(
+                f"request:{outcome.error_kind}",
+                f"request {outcome.request_id} failed ({outcome.error_kind}): {shorten(outcome.error, 300)}",
+            )
+        if outcome.stale_cameras:
+            self._problems.report(
+                f"stale:{','.join(outcome.stale_cameras)}",
+                f"request {outcome.request_id}: left out stale camera(s) "
+                + "; ".join(
+                    f"{c}: {r}" for c, r in zip(outcome.stale_cameras, outcome.stale_reasons, strict=True)
+                ),
+            )
+        self.recent.append((outcome.without_frames(), time.monotonic()))
+
+    # ------------------------------------------------------------------------------------- diagnostics
+
+    def status_reports(self) -> list[StatusReport]:
+        with self._lock:
+            last = LastRequest(**vars(self._last))
+        return node_status(
+            self.config,
+            self._health_monitor(),
+            self.scheduler,
+            last,
+            {name: (ingest.stats, self.buffers[name].stats()) for name, ingest in self.ingest.items()},
+            {
+                "depth_points_dropped": self.outputs.points_dropped,
+                "frames_pre_encoded": self.core.pre_encoder.encoded if self.core.pre_encoder else 0,
+                "frames_pre_encode_skipped": self.core.pre_encoder.skipped if self.core.pre_encoder else 0,
+                "frames_encoded_kept": self.core.writer.cached_frames,
+            },
+        )
+
+    def diagnostics(self) -> DiagnosticArray:
+        statuses = [
+            diagnostic_status(r.name, r.level, r.message, r.values, r.hardware_id)
+            for r in self.status_reports()
+        ]
+        return diagnostic_array(statuses, self.get_clock().now().nanoseconds)
+
+    def _publish_diagnostics(self) -> None:
+        if self._shutting_down:
+            return
+        try:
+            self.diagnostics_pub.publish(self.diagnostics())
+        except Exception as exc:
+            self._problems.report(
+                f"diagnostics:{type(exc).__name__}", f"could not publish diagnostics: {exc!r}"
+            )
+
+    # ---------------------------------------------------------------------------------------- shutdown
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Stop admitting requests, cancel those in flight and publish their results (within about
+        shutdown_timeout_s), then stop the threads. Idempotent, and safe at any point of construction. Goal
+        results reach their clients only while an executor spins this node: main() keeps spinning meanwhile.
+        """
+        if self._shutting_down:
+            return
+        self._shutting_down = True
+        config = getattr(self, "config", None)
+        timeout = timeout_s if timeout_s is not None else (config.shutdown_timeout_s if config else 3.0)
+        if self._scheduler is not None and not self._scheduler.shutdown(timeout):
+            self.get_logger().warning(f"shutdown: results still unpublished after {timeout:g} s")
+        if self._health is not None:
+            self._health.stop()
+        # Encoding threads and the client: no request is left to use them. The publishers stay until the node
+        # is destroyed, so that a late trigger still gets its one (cancelled) result.
+        core: Core | None = self.__dict__.pop("core", None)
+        if core is not None:
+            core.close()
+
+    @property
+    def executor_threads(self) -> int:
+        """Executor threads this node can keep busy: one per camera (each camera's callbacks are mutually
+        exclusive) plus one for triggers, goals and timers. rclpy's default is one per CPU, and on a robot's
+        many cores each extra thread only runs its own Python wait loop and competes for the GIL with the
+        request workers."""
+        return len(self.config.cameras) + 1
+
+    def destroy_node(self) -> None:
+        self.shutdown()
+        if self._action is not None:
+            self._action.destroy()
+            self._action = None
+        Node.destroy_node(self)

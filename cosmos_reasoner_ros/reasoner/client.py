@@ -1,0 +1,443 @@
+"""The Reasoner client on the OpenAI SDK: health, model discovery, timeouts, bounded retries, streaming with
+time to first token, and cancellation of a request in flight. Failures come out as the errors.py types only,
+one kind per failure whether the answer is streamed or not: unreachable or 502/503/504 server_unavailable,
+other 5xx (and error events in a stream) server_error, 4xx rejected, an answer that is not a chat completion
+bad_response, silence timeout. Reasoning split off by the server (`reasoning` or `reasoning_content`, whole or
+as deltas) is kept apart from the content.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import queue
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import openai
+
+from cosmos_reasoner_ros.errors import (
+    BadResponse,
+    ReasonerError,
+    RequestCancelled,
+    RequestRejected,
+    RequestTimeout,
+    ServerError,
+    ServerUnavailable,
+)
+from cosmos_reasoner_ros.reasoner.request_builder import ChatRequest
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_POLL_S = 0.02  # how often a waiting caller looks at its cancel event
+_UNAVAILABLE_STATUS = (502, 503, 504)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientSettings:
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = ""  # empty: the first model the server lists on /v1/models
+    api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key ("EMPTY" when unset)
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 120.0  # longest silence between two bytes of the answer
+    total_timeout_s: float | None = None  # longest whole request, retries included; None: no limit
+    max_retries: int = 2  # extra attempts after connection errors and 5xx, never after 4xx, read timeouts,
+    # malformed answers or anything that went wrong once text had reached the caller
+    backoff_s: float = 0.5  # first wait between attempts, doubled each time
+    backoff_max_s: float = 8.0
+    health_timeout_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+        if (
+            min(self.connect_timeout_s, self.read_timeout_s) <= 0
+            or self.max_retries < 0
+            or self.backoff_s < 0
+        ):
+            raise ValueError("timeouts must be > 0, max_retries and backoff_s >= 0")
+
+    @property
+    def server_url(self) -> str:
+        """The server root (where /health lives): base_url without its trailing /v1."""
+        url = self.base_url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    text: str  # full content (reasoning included when the server has no reasoning parser)
+    reasoning: str | None  # message.reasoning when the server split it
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    ttft_s: float  # 0.0 when not streamed
+    finish_reason: str
+    attempts: int = 1
+    # Prompt tokens the server served from its prefix cache (usage.prompt_tokens_details.cached_tokens: vLLM
+    # reports it with --enable-prompt-tokens-details); 0 when not reported.
+    cached_tokens: int = 0
+
+
+class _RetryableError(Exception):
+    """An attempt failed in a way worth another attempt; `final` is raised when none is left."""
+
+    def __init__(self, final: ReasonerError) -> None:
+        super().__init__(str(final))
+        self.final = final
+
+
+class ReasonerClient:
+    """One server, one model. Thread-safe: several requests may run at once from different threads."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._model = settings.model
+        self._model_lock = threading.Lock()
+        # The SDK's own retries are off: this class retries itself so that it can tell 4xx from 5xx, stop on
+        # cancellation, and keep to total_timeout_s.
+        self._sdk = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=os.environ.get(settings.api_key_env) or "EMPTY",
+            timeout=openai.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
+            max_retries=0,
+        )
+
+    def close(self) -> None:
+        self._sdk.close()
+
+    def __enter__(self) -> ReasonerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def health(self) -> bool:
+        """True when GET {server}/health answers 200 within health_timeout_s."""
+        url = self.settings.server_url + "/health"
+        try:
+            # The scheme is checked in ClientSettings (http/https only), so urlopen cannot open local files.
+            with urllib.request.urlopen(url, timeout=self.settings.health_timeout_s) as response:  # noqa: S310
+                return int(response.status) == 200
+        except (OSError, ValueError):  # URLError, HTTPError, timeouts and refused connections are OSErrors
+            return False
+
+    def wait_ready(
+        self, timeout_s: float, poll_s: float = 0.5, cancel: threading.Event | None = None
+    ) -> None:
+        """Return once the server is healthy; ServerUnavailable after timeout_s, RequestCancelled as soon as
+        `cancel` is set (a request's deadline or cancellation must not wait for the server to come back)."""
+        deadline = time.monotonic() + timeout_s
+        stop = cancel or threading.Event()
+        while not self.health():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ServerUnavailable(f"{self.settings.server_url} not healthy after {timeout_s:.1f} s")
+            if stop.wait(min(poll_s, remaining)):
+                raise RequestCancelled("cancelled while waiting for the server to become healthy")
+
+    def model_id(self) -> str:
+        """The configured model, else the first one on /v1/models (asked once, then remembered)."""
+        with self._model_lock:
+            if not self._model:
+                models = self._retrying(lambda _: self._sdk.models.list(), None, time.monotonic())
+                ids = [m.id for m in models.data]
+                if not ids:
+                    raise ServerUnavailable(f"{self.settings.base_url}/models lists no model")
+                self._model = ids[0]
+            return self._model
+
+    def complete(
+        self,
+        request: ChatRequest,
+        *,
+        stream: bool = True,
+        on_text: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        """Send one chat request. on_text gets the accumulated partial text (streaming only), in the caller's
+        thread; setting `cancel` makes this return RequestCancelled within a few tens of milliseconds."""
+        model = self.model_id()  # before the clock starts: latency and TTFT are the request's own
+        start = time.monotonic()
+        attempts = 0
+
+        def attempt(number: int) -> Completion:
+            nonlocal attempts
+            attempts = number
+            return self._attempt(request, model, stream, on_text, cancel, start)
+
+        completion = self._retrying(attempt, cancel, start)
+        return dataclasses.replace(completion, attempts=attempts)
+
+    def _deadline_left(self, start: float) -> float:
+        if self.settings.total_timeout_s is None:
+            return math.inf
+        return self.settings.total_timeout_s - (time.monotonic() - start)
+
+    def _retrying(self, call: Callable[[int], _T], cancel: threading.Event | None, start: float) -> _T:
+        attempt = 0
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise RequestCancelled("cancelled before the request was sent")
+            attempt += 1
+            try:
+                return call(attempt)
+            except _RetryableError as retry:
+                failure = retry.final
+            except openai.OpenAIError as err:  # calls made in this thread (model discovery)
+                classified = _classify(err, self.settings.base_url)
+                if not isinstance(classified, _RetryableError):
+                    raise classified from err
+                failure = classified.final
+            if attempt > self.settings.max_retries:
+                raise failure
+            delay = min(self.settings.backoff_s * 2 ** (attempt - 1), self.settings.backoff_max_s)
+            if delay >= self._deadline_left(start):
+                raise failure
+            _log.warning("attempt %d failed (%s); retrying in %.2f s", attempt, failure, delay)
+            if cancel is not None and cancel.wait(delay):
+                raise RequestCancelled("cancelled while waiting to retry")
+            if cancel is None:
+                time.sleep(delay)
+
+    def _attempt(
+        self,
+        request: ChatRequest,
+        model: str,
+        stream: bool,
+        on_text: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+        start: float,
+    ) -> Completion:
+        # The SDK call blocks in socket reads that another thread cannot interrupt safely, so it runs in a
+        # worker that hands chunks over a queue; this thread stays free to notice cancellation and deadlines.
+        # An abandoned worker closes its response at its next chunk (the server then stops generating) or at
+        # the read timeout at the latest.
+        events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        abort = threading.Event()
+        kwargs: dict[str, Any] = {"model": model, "messages": request.messages, **request.params}
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+        worker = threading.Thread(
+            target=self._work, args=(kwargs, stream, events, abort), name="reasoner-request", daemon=True
+        )
+        worker.start()
+        acc = _Accumulator(model)
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    raise RequestCancelled("cancelled while the request was in flight")
+                left = self._deadline_left(start)
+                if left <= 0:
+                    raise RequestTimeout(f"no complete answer within {self.settings.total_timeout_s} s")
+                try:
+                    kind, payload = events.get(timeout=min(_POLL_S, left))
+                except queue.Empty:
+                    continue
+                if kind == "error":
+                    failure = _classify(payload, self.settings.base_url, mid_stream=acc.started)
+                    raise failure from payload
+                if kind == "response":
+                    return acc.from_response(payload, time.monotonic() - start)
+                if kind == "chunk":
+                    if acc.add(payload, time.monotonic() - start) and on_text is not None:
+                        on_text(acc.partial_text())
+                    continue
+                return acc.finish(time.monotonic() - start)  # kind == "end"
+        finally:
+            abort.set()
+
+    def _work(
+        self,
+        kwargs: dict[str, Any],
+        stream: bool,
+        events: queue.Queue[tuple[str, Any]],
+        abort: threading.Event,
+    ) -> None:
+        sdk: Any = self._sdk  # the overloads of create() do not help with keyword arguments built at run time
+        try:
+            result = sdk.chat.completions.create(**kwargs)
+            if not stream:
+                events.put(("response", result))
+                return
+            with result:
+                for chunk in result:
+                    if abort.is_set():
+                        return
+                    events.put(("chunk", chunk))
+            events.put(("end", None))
+        except Exception as err:  # handed to the caller's thread, which classifies it
+            events.put(("error", err))
+
+
+class _Accumulator:
+    """Streamed chunks to one Completion: text, server-split reasoning, usage, finish reason, TTFT."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cached_tokens = 0
+        self.finish_reason: str | None = None
+        self.ttft_s = 0.0
+        self.started = False
+        self.choices_seen = False
+
+    def add(self, chunk: Any, elapsed: float) -> bool:
+        """Take one chunk; True when it carried text."""
+        if getattr(chunk, "model", None):
+            self.model = chunk.model
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.prompt_tokens = int(usage.prompt_tokens or 0)
+            self.completion_tokens = int(usage.completion_tokens or 0)
+            self.cached_tokens = _cached_tokens(usage)
+        grew = False
+        for choice in getattr(chunk, "choices", None) or []:
+            self.choices_seen = True
+            delta = choice.delta
+            reasoning = _reasoning_of(delta)
+            if reasoning:
+                self.reasoning.append(reasoning)
+                grew = True
+            if delta.content:
+                self.content.append(delta.content)
+                grew = True
+            if choice.finish_reason:
+                self.finish_reason = str(choice.finish_reason)
+        if grew and not self.started:
+            self.started = True
+            self.ttft_s = elapsed
+        return grew
+
+    def partial_text(self) -> str:
+        """The text so far, shaped like an unsplit answer even when the server splits reasoning off."""
+        content = "".join(self.content)
+        if not self.reasoning:
+            return content
+        reasoning = "".join(self.reasoning)
+        return f"<think>\n{reasoning}\n</think>\n\n{content}" if self.content else f"<think>\n{reasoning}"
+
+    def finish(self, latency_s: float) -> Completion:
+        if not self.choices_seen:
+            # As an unstreamed answer without choices: a server that answers, but not a chat completion.
+            raise BadResponse(
+                "the server's stream carried no choice (empty choices, or not a chat completion)"
+            )
+        if self.finish_reason is None:
+            raise ServerUnavailable(
+                "the stream ended before the server sent a finish reason (connection lost?)"
+            )
+        return Completion(
+            text="".join(self.content),
+            reasoning="".join(self.reasoning) if self.reasoning else None,
+            model=self.model,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            latency_s=latency_s,
+            ttft_s=self.ttft_s,
+            finish_reason=self.finish_reason,
+            cached_tokens=self.cached_tokens,
+        )
+
+    def from_response(self, response: Any, latency_s: float) -> Completion:
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            # The SDK hands over the body as text when it is not JSON (an HTML error page of a proxy, ...).
+            preview = str(response)[:120] if isinstance(response, str) else type(response).__name__
+            raise BadResponse(f"the server's answer is not a chat completion: {preview!r}")
+        if not choices:
+            raise BadResponse("the server answered without any choice")
+        choice = choices[0]
+        if getattr(choice, "message", None) is None:
+            raise BadResponse("the server's choice has no message")
+        usage = response.usage
+        return Completion(
+            text=choice.message.content or "",
+            reasoning=_reasoning_of(choice.message),
+            model=response.model or self.model,
+            prompt_tokens=int(usage.prompt_tokens or 0) if usage else 0,
+            completion_tokens=int(usage.completion_tokens or 0) if usage else 0,
+            latency_s=latency_s,
+            ttft_s=0.0,
+            finish_reason=str(choice.finish_reason or ""),
+            cached_tokens=_cached_tokens(usage) if usage else 0,
+        )
+
+
+def _cached_tokens(usage: Any) -> int:
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return int(cached) if isinstance(cached, int) and cached > 0 else 0
+
+
+def _reasoning_of(message: Any) -> str | None:
+    """vLLM's split-off reasoning: `reasoning` in current versions, `reasoning_content` in older ones."""
+    for name in ("reasoning", "reasoning_content"):
+        value = getattr(message, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def server_message(err: openai.APIStatusError) -> str:
+    """The server's own error message from an OpenAI-style or vLLM-style error body."""
+    body = err.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+    if isinstance(body, str) and body:
+        return body
+    try:
+        return err.response.text or err.message
+    except Exception:  # a streamed response that was never read
+        return err.message
+
+
+def _classify(err: BaseException, where: str, mid_stream: bool = False) -> ReasonerError | _RetryableError:
+    """An SDK exception as one of ours; a _RetryableError wraps those worth another attempt."""
+    if isinstance(err, ReasonerError):
+        return err
+    if isinstance(err, openai.APITimeoutError):
+        if type(err.__cause__).__name__ == "ConnectTimeout" and not mid_stream:
+            return _RetryableError(ServerUnavailable(f"connecting to {where} timed out"))
+        return RequestTimeout("the server sent nothing within the read timeout")
+    if isinstance(err, openai.APIConnectionError):
+        if mid_stream:  # text already reached the caller: a fresh attempt would start it again
+            return ServerUnavailable(f"connection to {where} lost during the answer")
+        return _RetryableError(ServerUnavailable(f"cannot reach {where}: {err.__cause__ or err}"))
+    if isinstance(err, openai.APIStatusError):
+        message = server_message(err)
+        if err.status_code in _UNAVAILABLE_STATUS:
+            return _RetryableError(ServerUnavailable(f"HTTP {err.status_code}: {message}"))
+        if err.status_code >= 500:
+            return _RetryableError(ServerError(f"HTTP {err.status_code}: {message}", err.status_code))
+        return RequestRejected(message, err.status_code)
+    if isinstance(err, openai.APIResponseValidationError):
+        return BadResponse(f"the server's answer is not a chat completion: {err.message}")
+    if isinstance(err, openai.APIError):  # an error event inside the stream: {"error": {"message", "code"}}
+        body = err.body if isinstance(err.body, dict) else {}
+        code = body.get("code")
+        status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else None
+        message = str(body.get("message") or err.message)
+        if status is not None and 400 <= status < 500:
+            return RequestRejected(message, status)
+        return ServerError(f"HTTP {status}: {message}" if status else message, status)
+    if isinstance(err, ValueError):  # json.JSONDecodeError, pydantic's ValidationError: a malformed body
+        return BadResponse(f"the server's answer is not valid JSON: {err}")
+    return ServerUnavailable(f"unexpected failure talking to {where}: {type(err).__name__}: {err}")

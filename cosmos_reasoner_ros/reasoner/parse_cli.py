@@ -1,0 +1,91 @@
+"""`cosmos-reasoner-parse`: parse one Reasoner answer (file or stdin) for a task, print it as one JSON object.
+
+Exit status 0 when the answer parsed, 1 otherwise (the JSON then carries the error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cosmos_reasoner_ros.errors import ReasonerError
+from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, parse_answer, split_reasoning
+from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
+
+
+def answer_to_json(
+    task: str, parsed: ParsedAnswer | None, error: str | None = None, raw: str = ""
+) -> dict[str, Any]:
+    """The CLI's output object; on failure the reasoning/answer split of `raw` is still shown."""
+    if parsed is None:
+        reasoning, answer = split_reasoning(raw) if raw else (None, "")
+        return {
+            "ok": False,
+            "task": task,
+            "reasoning": reasoning,
+            "answer": answer,
+            "points": [],
+            "boxes": [],
+            "segments": [],
+            "choice": None,
+            "error": error,
+        }
+    return {
+        "ok": True,
+        "task": task,
+        "reasoning": parsed.reasoning,
+        "answer": parsed.answer,
+        "points": [
+            {"label": p.label, "x": p.x, "y": p.y, "x_norm": p.x_norm, "y_norm": p.y_norm}
+            for p in parsed.points
+        ],
+        "boxes": [
+            {
+                "label": b.label,
+                "x1": b.x1,
+                "y1": b.y1,
+                "x2": b.x2,
+                "y2": b.y2,
+                "x1_norm": b.x1_norm,
+                "y1_norm": b.y1_norm,
+                "x2_norm": b.x2_norm,
+                "y2_norm": b.y2_norm,
+            }
+            for b in parsed.boxes
+        ],
+        "segments": [{"start_s": s.start_s, "end_s": s.end_s, "caption": s.caption} for s in parsed.segments],
+        "choice": parsed.choice,
+        "error": None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cosmos-reasoner-parse", description=__doc__.splitlines()[0])
+    parser.add_argument("--task", required=True, help="task name from the catalog (its answer kind decides)")
+    parser.add_argument("--width", type=int, help="source image width in pixels (with --height)")
+    parser.add_argument("--height", type=int, help="source image height in pixels (with --width)")
+    parser.add_argument("--tasks-file", type=Path, help="your tasks YAML, merged over the shipped catalog")
+    parser.add_argument("--finish-reason", help='the server\'s finish_reason ("length" means cut off)')
+    parser.add_argument("file", nargs="?", type=Path, help="the answer text (default: stdin)")
+    args = parser.parse_args(argv)
+
+    raw = ""
+    try:
+        raw = args.file.read_text(encoding="utf-8") if args.file else sys.stdin.read()
+        catalog = TaskCatalog.load(args.tasks_file)
+        kind = catalog.spec(args.task).answer_kind
+        parsed = parse_answer(raw, kind, args.width, args.height, finish_reason=args.finish_reason)
+        out = answer_to_json(args.task, parsed)
+    except ReasonerError as err:
+        out = answer_to_json(args.task, None, f"{err.kind}: {err}", raw)
+    except (OSError, UnicodeDecodeError) as err:
+        out = answer_to_json(args.task, None, f"input: {err}")
+    print(json.dumps(out, ensure_ascii=False))
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

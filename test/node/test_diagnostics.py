@@ -1,0 +1,66 @@
+"""diagnostics: throttled problem logging and the status values the node publishes, without ROS."""
+
+from __future__ import annotations
+
+import time
+
+from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
+from cosmos_reasoner_ros.node.diagnostics import (
+    CameraStats,
+    LastRequest,
+    ProblemLog,
+    camera_status,
+    requests_status,
+    server_status,
+)
+
+
+def test_problem_log_reports_each_problem_once_per_period() -> None:
+    lines: list[str] = []
+    log = ProblemLog(lines.append, period_s=0.2)
+    for _ in range(5):
+        log.report("a", "problem a")
+    log.report("b", "problem b")
+    assert lines == ["problem a", "problem b"]
+    time.sleep(0.25)
+    log.report("a", "problem a")
+    assert lines[-1] == "problem a (4 more since last report)"
+
+
+def test_server_status_levels() -> None:
+    assert server_status("u", "", None, "").level == "warn"
+    assert server_status("u", "m", True, "").message == "healthy"
+    down = server_status("u", "", False, "refused")
+    assert down.level == "error" and "refused" in down.message and down.values["model"] == "(not discovered)"
+
+
+def test_requests_status_counts_failures_by_kind() -> None:
+    counts = {"submitted": 6, "delivered": 5, "success": 2, "busy": 2, "timeout": 1}
+    status = requests_status(counts, 1, 0, LastRequest(error="slow", error_kind="timeout"), {"x": 3})
+    assert status.level == "warn" and "timeout" in status.message
+    v = status.values
+    assert (v["submitted"], v["succeeded"], v["failed"], v["failed_busy"], v["failed_timeout"], v["x"]) == (
+        6,
+        2,
+        3,
+        2,
+        1,
+        3,
+    )
+    assert requests_status({"success": 1}, 0, 0, LastRequest()).level == "ok"
+
+
+def test_camera_status_names_a_stale_camera_and_counts_refusals() -> None:
+    stats = CameraStats(
+        received=10, invalid=3, too_large=1, bad_stamp=1, not_colour=1, last_receive=time.monotonic()
+    )
+    buffer = ClipBuffer("front", 4.0, 10.0, 1 << 20, 0).stats()
+    fresh = camera_status("front", "/f", stats, buffer, time.monotonic(), 2.0)
+    assert fresh.level == "ok" and fresh.hardware_id == "front"
+    assert (
+        fresh.values["frames_too_large"],
+        fresh.values["frames_bad_stamp"],
+        fresh.values["frames_not_colour"],
+    ) == (1, 1, 1)
+    stale = camera_status("front", "/f", stats, buffer, time.monotonic() + 5.0, 2.0)
+    assert stale.level == "warn" and "stale" in stale.message

@@ -1,0 +1,99 @@
+"""request_intake: a trigger's requests get the node's defaults, the standing instruction and unique ids; a
+request that cannot run is failed through the scheduler (one outcome, a reason in the reply); pre-encoding
+follows the triggers. Without ROS."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from support.configs import default_config
+from support.processes import wait_until
+
+from cosmos_reasoner_ros.node.intake import RequestIntake
+from cosmos_reasoner_ros.node.parameters import NodeConfig
+from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
+from cosmos_reasoner_ros.requests.outcome import Outcome
+from cosmos_reasoner_ros.requests.scheduler import Job, RequestScheduler
+
+NOW_NS = 1_700_000_000_000_000_000
+
+
+class Recorder:
+    """A scheduler whose requests succeed at once; every delivered outcome recorded."""
+
+    def __init__(self) -> None:
+        self.delivered: list[Outcome] = []
+        self.lock = threading.Lock()
+        self.scheduler = RequestScheduler(self.execute, self.deliver)
+
+    @staticmethod
+    def execute(job: Job, _report: object) -> tuple[Outcome, ...]:
+        return tuple(Outcome(s.request_id, s.task, s.instruction, True, answer="ok") for s in job.specs)
+
+    def deliver(self, _job: Job, outcome: Outcome) -> None:
+        with self.lock:
+            self.delivered.append(outcome)
+
+
+def intake(cfg: NodeConfig, recorder: Recorder) -> RequestIntake:
+    return RequestIntake(cfg, TaskCatalog.load(), lambda: recorder.scheduler, lambda: NOW_NS, "robot")
+
+
+def test_trigger_requests_take_the_trigger_settings_one_clip_and_unique_ids() -> None:
+    cfg = default_config(
+        task="trajectory",
+        trigger_tasks="next_action, trajectory",
+        trigger_deadline_s=3.0,
+        trigger_reasoning=False,
+    )
+    rec = Recorder()
+    group = intake(cfg, rec).trigger_group()
+    assert [s.task for s in group.specs] == ["next_action", "trajectory"]
+    assert all(s.deadline_s == 3.0 and not s.reasoning and s.trigger_ns == NOW_NS for s in group.specs)
+    assert len({s.clip_key for s in group.specs}) == 1  # one clip for both questions
+    ids = [s.request_id for g in (group, intake(cfg, rec).trigger_group()) for s in g.specs]
+    assert len(set(ids)) == 4 and all(i.startswith("robot-") for i in ids)
+    assert rec.scheduler.shutdown(1.0)
+
+
+def test_a_refused_instruction_keeps_the_old_one() -> None:
+    cfg = default_config(task="trajectory", instruction="pick up the cup", max_instruction_chars=40)
+    rec = Recorder()
+    desk = intake(cfg, rec)
+    assert desk.new_group().specs[0].instruction == "pick up the cup"
+    assert "characters" in desk.set_instruction("x" * 41)
+    assert desk.instruction == desk.new_group().specs[0].instruction == "pick up the cup"
+    assert desk.set_instruction("open the drawer") == ""
+    assert desk.new_group().specs[0].instruction == "open the drawer"
+    assert (
+        desk.new_group(instruction="wipe the table").specs[0].instruction == "wipe the table"
+    )  # a goal's own
+    assert rec.scheduler.shutdown(1.0)
+
+
+def test_a_request_that_cannot_run_gets_its_reason_and_one_result() -> None:
+    rec = Recorder()
+    desk = intake(default_config(), rec)
+    job, refused = desk.submit(desk.new_group(cameras=("no_such_camera",)))
+    assert "no_such_camera" in refused
+    wait_until(lambda: rec.delivered, 5, "the refusal's outcome")
+    job_ok, accepted = desk.submit(desk.new_group())
+    assert accepted == ""
+    wait_until(lambda: len(rec.delivered) == 2, 5, "the accepted request's outcome")
+    kinds = {o.request_id: (o.success, o.error_kind) for o in rec.delivered}
+    assert kinds == {job.spec.request_id: (False, "invalid_request"), job_ok.spec.request_id: (True, "")}
+    assert rec.scheduler.shutdown(1.0)
+
+
+def test_frames_are_pre_encoded_while_triggers_come() -> None:
+    rec = Recorder()
+    quiet = intake(default_config(pre_encode="auto", trigger_period_s=0.0, buffer_seconds=0.5), rec)
+    assert not quiet.pre_encoding()  # nobody asks: no encoding ahead
+    quiet.submit(quiet.new_group())
+    assert quiet.pre_encoding()  # a trigger came: the next clip is likely soon
+    time.sleep(0.6)
+    assert not quiet.pre_encoding()  # a buffer's length later without one
+    assert intake(default_config(pre_encode="on", trigger_period_s=0.0), rec).pre_encoding()
+    assert intake(default_config(pre_encode="auto", trigger_period_s=1.0), rec).pre_encoding()
+    assert rec.scheduler.shutdown(1.0)
