@@ -30,7 +30,8 @@ from support.processes import bench_domain
 
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag, source_frames
 from cosmos_reasoner_ros.bag.judge.compare import RunStats
-from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions, TaskSpec, evaluate_bags
+from cosmos_reasoner_ros.bag.replay.evaluate import evaluate_bags
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec
 
 
 def make_bags(folder: Path, count: int) -> list[Path]:

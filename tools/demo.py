@@ -316,8 +316,9 @@ def _short(text: str, limit: int = 300) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
-    from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions, TaskSpec, evaluate_live
+    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec
     from cosmos_reasoner_ros.bag.report.html import load_records
+    from cosmos_reasoner_ros.bag.runs.suite import evaluate_live
 
     out: Path = args.output.resolve()
     out.mkdir(parents=True, exist_ok=True)

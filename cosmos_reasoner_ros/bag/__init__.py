@@ -1,12 +1,11 @@
-"""Bag tools behind `cosmos-reasoner-bag`: camera bags from videos (make), replay with original timing (play),
-recording a node's outputs (record), evaluation runs through the Reason action (evaluate, with plan,
-node_process, reason_goals), in lock-step when asked (lockstep), judged against tolerances and a baseline
-(tolerances, metrics, compare), written out (records, frames, finish, report, compare_report, junit), and
-scenario files with parameter sweeps (scenario, suite). `io` opens bags with clear errors; `cli` is the
-command line only.
+"""Bag tools behind `cosmos-reasoner-bag`, in rooms along a run: bag files (files: io, make), replaying into a
+node (replay: plan, play, record, lockstep, node_process, reason_goals, evaluate), judging against tolerances
+and a baseline (judge: metrics, tolerances, compare), writing out (report: html, comparison, frames, junit),
+and whole runs (runs: scenario, suite, finish). `records` (one typed result per request) and `errors` are
+shared by every room; `cli` is the command line only.
 
-Submodules are imported on demand (play, record, lockstep, reason_goals and evaluate's replay need rclpy;
-make, io, plan, records, metrics, compare, tolerances, junit and report do not).
+Rooms are imported on demand (play, record, lockstep, reason_goals and evaluate need rclpy; files, judge,
+report and records do not). The bag tools use the rest of the package through each concern's API.
 """
 
 from cosmos_reasoner_ros.bag.errors import BagError

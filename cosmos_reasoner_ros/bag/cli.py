@@ -313,8 +313,9 @@ def _finish(runs: list[Any], junit: Path | None) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag.replay import evaluate as ev
     from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
+    from cosmos_reasoner_ros.bag.replay.evaluate import read_recorded
+    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, bag_paths
 
     tolerances = load_tolerances(args.tolerances)
     if args.results is not None:
@@ -326,7 +327,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         if len(args.bags) > 1:
             raise BagError("--results takes at most one camera bag (its frames)")
         baseline = load_records(args.baseline) if args.baseline else None
-        records = ev.read_recorded(args.results)
+        records = read_recorded(args.results)
         frames = FrameIndex(args.bags[0], args.image_topic) if args.bags else None
         try:
             result = finish_run(
@@ -348,9 +349,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.in_flight < 0:
         raise BagError("--in-flight must be >= 0")
     at = tuple(float(t) for t in args.at.split(",") if t.strip()) if args.at else ()
-    options = ev.EvalOptions(
+    options = EvalOptions(
         server_url=args.server_url,
-        tasks=tuple(ev.TaskSpec.parse(t) for t in args.task) or (ev.TaskSpec("next_action"),),
+        tasks=tuple(TaskSpec.parse(t) for t in args.task) or (TaskSpec("next_action"),),
         period_s=args.period,
         at_s=at,
         image_topic=args.image_topic,
@@ -368,13 +369,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     )
     from cosmos_reasoner_ros.bag.runs.suite import run_bags
 
-    bags = ev.bag_paths(args.bags)
+    bags = bag_paths(args.bags)
     run = run_bags(bags, args.output, options, tolerances, args.baseline, args.title)
     return _finish([run], args.junit)
 
 
 def _scenario(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag.replay import evaluate as ev
+    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
     from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
     from cosmos_reasoner_ros.bag.runs.suite import run_scenario
 
@@ -384,7 +385,7 @@ def _scenario(args: argparse.Namespace) -> int:
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
         raise BagError(f"scenario names must be distinct (they name the output folders): {names}")
-    base = ev.EvalOptions(
+    base = EvalOptions(
         server_url=args.server_url,
         params_file=args.params_file,
         timeout_s=args.timeout,

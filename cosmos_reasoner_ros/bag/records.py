@@ -13,8 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.geometry.coordinates import norm_to_pixel, ns_from_sec_nanosec, point_pixels
-from cosmos_reasoner_ros.reasoner.parsing import Box2D, Point2D, Segment, Trajectory
+from cosmos_reasoner_ros.geometry import (
+    Box2D,
+    Point2D,
+    Trajectory,
+    norm_to_pixel,
+    ns_from_sec_nanosec,
+    point_pixels,
+)
+from cosmos_reasoner_ros.reasoner import Segment
 
 __all__ = [
     "CameraBox",

@@ -1,0 +1,63 @@
+"""From camera messages to media the Reasoner reads, without ROS: messages to stamped numpy frames with the
+hostile-input limits (image_conversion), per-camera bounded clip buffers (clip_buffer), one time window across
+cameras (multi_camera), encoding (video_encoder), clips to MP4 / JPEG / data: URLs (clip_writer), and the
+private media directory (media_store). Above geometry; below the reasoner."""
+
+from cosmos_reasoner_ros.clips.clip_buffer import BufferStats, Clip, ClipBuffer, fit_long_side
+from cosmos_reasoner_ros.clips.clip_writer import (
+    CODECS,
+    ClipWriter,
+    PreEncoder,
+    clip_frame_rate,
+    encoder_available,
+    h264_available,
+    tile_clips,
+)
+from cosmos_reasoner_ros.clips.image_conversion import (
+    COLOUR_ENCODINGS,
+    COLOUR_TOPIC_ENCODINGS,
+    DEFAULT_MAX_PIXELS,
+    DEPTH_ENCODINGS,
+    Frame,
+    check_stamp,
+    message_stamp_ns,
+    message_to_array,
+    serialized_stamp_ns,
+)
+from cosmos_reasoner_ros.clips.media_store import (
+    MediaRef,
+    MediaStore,
+    RetentionPolicy,
+    secure_media_directory,
+)
+from cosmos_reasoner_ros.clips.multi_camera import DEFAULT_STALE_AFTER_S, MultiCameraBuffer, Window
+
+__all__ = [
+    "CODECS",
+    "COLOUR_ENCODINGS",
+    "COLOUR_TOPIC_ENCODINGS",
+    "DEFAULT_MAX_PIXELS",
+    "DEFAULT_STALE_AFTER_S",
+    "DEPTH_ENCODINGS",
+    "BufferStats",
+    "Clip",
+    "ClipBuffer",
+    "ClipWriter",
+    "Frame",
+    "MediaRef",
+    "MediaStore",
+    "MultiCameraBuffer",
+    "PreEncoder",
+    "RetentionPolicy",
+    "Window",
+    "check_stamp",
+    "clip_frame_rate",
+    "encoder_available",
+    "fit_long_side",
+    "h264_available",
+    "message_stamp_ns",
+    "message_to_array",
+    "secure_media_directory",
+    "serialized_stamp_ns",
+    "tile_clips",
+]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from cosmos_reasoner_ros.clips.clip_buffer import BufferStats, Clip, ClipBuffer
 from cosmos_reasoner_ros.errors import NoFramesError
-from cosmos_reasoner_ros.geometry.coordinates import NS_PER_S
+from cosmos_reasoner_ros.geometry import NS_PER_S
 
 __all__ = ["DEFAULT_STALE_AFTER_S", "MultiCameraBuffer", "Window"]
 

@@ -11,7 +11,7 @@ import numpy as np
 from cosmos_reasoner_ros.geometry.coordinates import norm_to_pixel, point_pixels
 
 if TYPE_CHECKING:
-    from cosmos_reasoner_ros.reasoner.parsing import Box2D, Point2D, Trajectory
+    from cosmos_reasoner_ros.geometry.shapes import Box2D, Point2D, Trajectory
 
 # RGB colours, cycled per trajectory / box; chosen to stay visible on both bright and dark scenes.
 PALETTE: tuple[tuple[int, int, int], ...] = (

@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from cosmos_reasoner_ros.geometry.coordinates import point_pixels
-from cosmos_reasoner_ros.reasoner.parsing import Trajectory
+from cosmos_reasoner_ros.geometry.shapes import Trajectory
 
 _M = TypeVar("_M")
 

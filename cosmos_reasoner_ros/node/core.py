@@ -9,16 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
-from cosmos_reasoner_ros.clips.clip_writer import ClipWriter, PreEncoder
-from cosmos_reasoner_ros.clips.media_store import MediaStore, RetentionPolicy
-from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
+from cosmos_reasoner_ros.clips import (
+    ClipBuffer,
+    ClipWriter,
+    MediaStore,
+    MultiCameraBuffer,
+    PreEncoder,
+    RetentionPolicy,
+)
 from cosmos_reasoner_ros.errors import ReasonerError
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, validate
-from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
-from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings
-from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
-from cosmos_reasoner_ros.requests.pipeline import Pipeline, PipelineSettings
+from cosmos_reasoner_ros.reasoner import ClientSettings, ReasonerClient, RequestSettings, TaskCatalog
+from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
 
 __all__ = ["Core"]
 

@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cosmos_reasoner_ros.clips.clip_buffer import BufferStats
+from cosmos_reasoner_ros.clips import BufferStats
 
 if TYPE_CHECKING:  # annotations only: diagnostics stays below the modules it reports on
     from cosmos_reasoner_ros.node.health import HealthMonitor
     from cosmos_reasoner_ros.node.parameters import NodeConfig
-    from cosmos_reasoner_ros.requests.scheduler import RequestScheduler
+    from cosmos_reasoner_ros.requests import RequestScheduler
 
 __all__ = [
     "CameraStats",

@@ -11,9 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
-from cosmos_reasoner_ros.clips.clip_writer import PreEncoder
-from cosmos_reasoner_ros.clips.image_conversion import Frame, message_stamp_ns, message_to_array
+from cosmos_reasoner_ros.clips import ClipBuffer, Frame, PreEncoder, message_stamp_ns, message_to_array
 from cosmos_reasoner_ros.errors import FrameError, FrameTooLarge, ImplausibleStamp, NonColourImage
 from cosmos_reasoner_ros.node.diagnostics import CameraStats, ProblemLog
 

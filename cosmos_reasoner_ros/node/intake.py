@@ -16,11 +16,17 @@ from collections.abc import Callable
 
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.node.parameters import NodeConfig
-from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
-from cosmos_reasoner_ros.requests.checks import group_problem, instruction_problem
-from cosmos_reasoner_ros.requests.groups import RequestGroup, build_group
-from cosmos_reasoner_ros.requests.outcome import Outcome, ProgressCallback
-from cosmos_reasoner_ros.requests.scheduler import Job, RequestScheduler
+from cosmos_reasoner_ros.reasoner import TaskCatalog
+from cosmos_reasoner_ros.requests import (
+    Job,
+    Outcome,
+    ProgressCallback,
+    RequestGroup,
+    RequestScheduler,
+    build_group,
+    group_problem,
+    instruction_problem,
+)
 
 __all__ = ["RequestIntake"]
 

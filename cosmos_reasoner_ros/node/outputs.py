@@ -23,14 +23,14 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
-from cosmos_reasoner_ros.clips.image_conversion import message_to_array
-from cosmos_reasoner_ros.geometry.annotation import annotate
-from cosmos_reasoner_ros.geometry.coordinates import seconds_to_ns
-from cosmos_reasoner_ros.geometry.projection import (
+from cosmos_reasoner_ros.clips import message_to_array
+from cosmos_reasoner_ros.geometry import (
     DepthHistory,
     Intrinsics,
     ProjectedPath,
+    annotate,
     project_trajectories,
+    seconds_to_ns,
 )
 from cosmos_reasoner_ros.msg import ReasonerResult
 from cosmos_reasoner_ros.node.diagnostics import ProblemLog
@@ -43,8 +43,7 @@ from cosmos_reasoner_ros.node.ros_conversion import (
     ros_string,
     time_to_ns,
 )
-from cosmos_reasoner_ros.requests.outcome import Outcome
-from cosmos_reasoner_ros.requests.result_checks import checks_pass, depth_checks, image_checks
+from cosmos_reasoner_ros.requests import Outcome, checks_pass, depth_checks, image_checks
 
 __all__ = ["ResultOutputs"]
 

@@ -13,13 +13,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR
-from cosmos_reasoner_ros.requests.result_checks import CHECK_NAMES
+from cosmos_reasoner_ros.requests import CHECK_NAMES, MAX_TASKS_PER_CLIP
 
 __all__ = [
     "BUSY_POLICIES",
     "CAMERA_PARAMETERS",
     "IMAGE_QOS",
-    "MAX_TASKS_PER_CLIP",
     "PARAMETERS",
     "RANGES",
     "CameraConfig",
@@ -31,7 +30,6 @@ __all__ = [
 
 BUSY_POLICIES = ("reject", "replace")
 IMAGE_QOS = ("sensor_data", "reliable")
-MAX_TASKS_PER_CLIP = 8  # tasks asked of one clip at most (a goal's tasks, trigger_tasks): one thread each
 NO_CHECKS = "none"  # publish_checks: [none] publishes 3D paths whatever the checks say
 
 

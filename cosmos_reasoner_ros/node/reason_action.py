@@ -23,9 +23,7 @@ from rclpy.task import Future
 
 from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.msg import ReasonerResult
-from cosmos_reasoner_ros.requests.groups import RequestGroup
-from cosmos_reasoner_ros.requests.outcome import STAGES, Outcome, ProgressCallback
-from cosmos_reasoner_ros.requests.scheduler import Job
+from cosmos_reasoner_ros.requests import STAGES, Job, Outcome, ProgressCallback, RequestGroup
 
 __all__ = ["ReasonActionServer"]
 

@@ -47,9 +47,8 @@ from cosmos_reasoner_ros.node.ros_conversion import (
     diagnostic_status,
     result_msg,
 )
-from cosmos_reasoner_ros.reasoner.client import ReasonerClient
-from cosmos_reasoner_ros.requests.outcome import Outcome
-from cosmos_reasoner_ros.requests.scheduler import Job, RequestScheduler
+from cosmos_reasoner_ros.reasoner import ReasonerClient
+from cosmos_reasoner_ros.requests import Job, Outcome, RequestScheduler
 
 __all__ = ["ConfigError", "ReasonerNode"]
 

@@ -16,7 +16,9 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
-from cosmos_reasoner_ros.geometry.coordinates import (
+from cosmos_reasoner_ros.geometry import (
+    Box2D,
+    Trajectory,
     norm_to_pixel,
     ns_from_sec_nanosec,
     ns_to_sec_nanosec,
@@ -30,9 +32,8 @@ from cosmos_reasoner_ros.msg import (
     TimeSegment,
     Trajectory2D,
 )
-from cosmos_reasoner_ros.reasoner.parsing import Box2D, Segment, Trajectory
-from cosmos_reasoner_ros.requests.outcome import Outcome
-from cosmos_reasoner_ros.requests.result_checks import Check
+from cosmos_reasoner_ros.reasoner import Segment
+from cosmos_reasoner_ros.requests import Check, Outcome
 
 
 def ns_to_time(ns: int) -> Time:
@@ -168,7 +169,7 @@ def path_msg(points: Sequence[tuple[float, float, float]], frame_id: str, stamp_
 
 
 def _colour(i: int) -> ColorRGBA:
-    from cosmos_reasoner_ros.geometry.annotation import PALETTE
+    from cosmos_reasoner_ros.geometry import PALETTE
 
     r, g, b = PALETTE[i % len(PALETTE)]
     return ColorRGBA(r=r / 255.0, g=g / 255.0, b=b / 255.0, a=1.0)

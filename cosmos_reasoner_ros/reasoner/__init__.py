@@ -1,0 +1,37 @@
+"""Talking to the Reasoner, without ROS: the task catalog and its prompts (tasks), Qwen3-VL style chat
+requests (request_builder), the OpenAI-SDK client with health, retries, streaming and cancellation (client),
+and the answer parser (parsing, with json_scan for JSON in free text). parse_cli is `cosmos-reasoner-parse`.
+Above clips and geometry; below requests."""
+
+from cosmos_reasoner_ros.reasoner.client import ClientSettings, Completion, ReasonerClient
+from cosmos_reasoner_ros.reasoner.parsing import (
+    ANSWER_KINDS,
+    ParsedAnswer,
+    Segment,
+    parse_answer,
+    parse_choice,
+    parse_time,
+    split_reasoning,
+)
+from cosmos_reasoner_ros.reasoner.request_builder import ChatRequest, RequestSettings, build_request
+from cosmos_reasoner_ros.reasoner.tasks import RenderedTask, SamplingProfile, TaskCatalog, TaskSpec
+
+__all__ = [
+    "ANSWER_KINDS",
+    "ChatRequest",
+    "ClientSettings",
+    "Completion",
+    "ParsedAnswer",
+    "ReasonerClient",
+    "RenderedTask",
+    "RequestSettings",
+    "SamplingProfile",
+    "Segment",
+    "TaskCatalog",
+    "TaskSpec",
+    "build_request",
+    "parse_answer",
+    "parse_choice",
+    "parse_time",
+    "split_reasoning",
+]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cosmos_reasoner_ros.errors import ParseError, TruncatedAnswer
-from cosmos_reasoner_ros.geometry.coordinates import NORM_MAX, norm_to_pixel
+from cosmos_reasoner_ros.geometry import NORM_MAX, Box2D, Point2D, Trajectory, norm_to_pixel
 from cosmos_reasoner_ros.reasoner.json_scan import json_values
 
 ANSWER_KINDS = ("text", "points", "boxes", "segments", "choice")
@@ -51,36 +51,6 @@ _CHOICE_PATTERNS = (
     # a leading letter with punctuation: "B) the cup falls", "C. it rolls", "(A) yes"
     re.compile(r"^[\s*_`\"']*(?:\(" + _LETTER + r"\)|\[" + _LETTER + r"\]|" + _LETTER + r"[).:,\]])"),
 )
-
-
-@dataclass(frozen=True)
-class Point2D:
-    label: str
-    x_norm: float  # 0-1000 from the left
-    y_norm: float  # 0-1000 from the top
-    x: float | None = None  # pixels of the source image; None when its size is unknown
-    y: float | None = None
-    clamped: bool = False  # the model answered a coordinate outside 0-1000 (off the image); it was clamped
-
-
-@dataclass(frozen=True)
-class Trajectory:
-    label: str
-    points: tuple[Point2D, ...]
-
-
-@dataclass(frozen=True)
-class Box2D:
-    label: str
-    x1_norm: float
-    y1_norm: float
-    x2_norm: float
-    y2_norm: float
-    x1: float | None = None
-    y1: float | None = None
-    x2: float | None = None
-    y2: float | None = None
-    clamped: bool = False  # a corner was answered outside 0-1000 (partly off the image) and clamped
 
 
 @dataclass(frozen=True)

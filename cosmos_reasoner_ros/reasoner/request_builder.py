@@ -17,7 +17,7 @@ from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.reasoner.tasks import RenderedTask
 
 if TYPE_CHECKING:
-    from cosmos_reasoner_ros.clips.media_store import MediaRef
+    from cosmos_reasoner_ros.clips import MediaRef
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 VIDEO_KWARGS_MODES = ("media_io_kwargs", "mm_processor_kwargs", "none")

@@ -1,0 +1,54 @@
+"""One request's life, without ROS: what it asks and how it ended (outcome), the requests of one trigger or
+goal (groups) and whether they may run (checks), admission, deadlines and exactly-once delivery (scheduler),
+one clip to its answers (pipeline), and the geometric checks of an answer (result_checks). Above the reasoner,
+clips and geometry; the node drives it."""
+
+from cosmos_reasoner_ros.requests.checks import group_problem, instruction_problem, request_problem
+from cosmos_reasoner_ros.requests.groups import MAX_TASKS_PER_CLIP, RequestGroup, build_group
+from cosmos_reasoner_ros.requests.outcome import (
+    STAGES,
+    Cancel,
+    ClipSummary,
+    Outcome,
+    ProgressCallback,
+    RequestSpec,
+    Timings,
+    error_outcome,
+)
+from cosmos_reasoner_ros.requests.pipeline import Pipeline, PipelineSettings
+from cosmos_reasoner_ros.requests.result_checks import (
+    CHECK_NAMES,
+    Check,
+    checks_pass,
+    depth_checks,
+    image_checks,
+)
+from cosmos_reasoner_ros.requests.scheduler import BUSY_POLICIES, Admission, Job, RequestScheduler
+
+__all__ = [
+    "BUSY_POLICIES",
+    "CHECK_NAMES",
+    "MAX_TASKS_PER_CLIP",
+    "STAGES",
+    "Admission",
+    "Cancel",
+    "Check",
+    "ClipSummary",
+    "Job",
+    "Outcome",
+    "Pipeline",
+    "PipelineSettings",
+    "ProgressCallback",
+    "RequestGroup",
+    "RequestScheduler",
+    "RequestSpec",
+    "Timings",
+    "build_group",
+    "checks_pass",
+    "depth_checks",
+    "error_outcome",
+    "group_problem",
+    "image_checks",
+    "instruction_problem",
+    "request_problem",
+]

@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-from cosmos_reasoner_ros.node.parameters import MAX_TASKS_PER_CLIP
-from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
-from cosmos_reasoner_ros.requests.groups import RequestGroup
+from cosmos_reasoner_ros.reasoner import TaskCatalog
+from cosmos_reasoner_ros.requests.groups import MAX_TASKS_PER_CLIP, RequestGroup
 from cosmos_reasoner_ros.requests.outcome import RequestSpec
 
 __all__ = ["group_problem", "instruction_problem", "request_problem"]

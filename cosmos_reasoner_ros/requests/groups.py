@@ -1,17 +1,19 @@
 """The requests one trigger or goal makes about one clip, without ROS: one per task, sharing the cameras, the
 window, the trigger time, the deadline, the age limit and a clip id; and whose instruction each one takes.
 
-The node gives the ids and the clock; request_checks.py then says whether the group may run.
+The node gives the ids and the clock; checks.py then says whether the group may run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
+from cosmos_reasoner_ros.reasoner import TaskCatalog
 from cosmos_reasoner_ros.requests.outcome import RequestSpec
 
-__all__ = ["RequestGroup", "build_group"]
+__all__ = ["MAX_TASKS_PER_CLIP", "RequestGroup", "build_group"]
+
+MAX_TASKS_PER_CLIP = 8  # tasks asked of one clip at most (a goal's tasks, trigger_tasks): one thread each
 
 
 @dataclass(frozen=True)

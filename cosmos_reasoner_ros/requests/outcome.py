@@ -13,12 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cosmos_reasoner_ros.clips.clip_buffer import Clip
-from cosmos_reasoner_ros.clips.image_conversion import Frame
-from cosmos_reasoner_ros.clips.media_store import MediaRef
+from cosmos_reasoner_ros.clips import Clip, Frame, MediaRef
 from cosmos_reasoner_ros.errors import ReasonerError, StaleResult
-from cosmos_reasoner_ros.geometry.coordinates import ns_to_seconds
-from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer
+from cosmos_reasoner_ros.geometry import ns_to_seconds
+from cosmos_reasoner_ros.reasoner import ParsedAnswer
 from cosmos_reasoner_ros.requests.result_checks import Check
 
 # The order the Reason action's feedback goes through (its STAGE_* constants have these indices).

@@ -18,20 +18,23 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from cosmos_reasoner_ros.clips.clip_buffer import Clip
-from cosmos_reasoner_ros.clips.clip_writer import ClipWriter
-from cosmos_reasoner_ros.clips.media_store import MediaRef
-from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
+from cosmos_reasoner_ros.clips import Clip, ClipWriter, MediaRef, MultiCameraBuffer
 from cosmos_reasoner_ros.errors import (
     ClipError,
     DeadlineExceeded,
     ReasonerError,
     RequestCancelled,
 )
-from cosmos_reasoner_ros.reasoner.client import Completion, ReasonerClient
-from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, parse_answer
-from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
-from cosmos_reasoner_ros.reasoner.tasks import RenderedTask, TaskCatalog
+from cosmos_reasoner_ros.reasoner import (
+    Completion,
+    ParsedAnswer,
+    ReasonerClient,
+    RenderedTask,
+    RequestSettings,
+    TaskCatalog,
+    build_request,
+    parse_answer,
+)
 from cosmos_reasoner_ros.requests.outcome import (
     ClipSummary,
     Outcome,

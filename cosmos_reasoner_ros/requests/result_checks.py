@@ -12,9 +12,8 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from cosmos_reasoner_ros.geometry.coordinates import point_pixels
-from cosmos_reasoner_ros.geometry.projection import ProjectedPath
-from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer
+from cosmos_reasoner_ros.geometry import ProjectedPath, point_pixels
+from cosmos_reasoner_ros.reasoner import ParsedAnswer
 
 __all__ = [
     "BOXES_IN_IMAGE",

@@ -2,5 +2,23 @@
 
 settings.py (config/server.yaml), versions.py (what each vLLM release accepts, derived from its wheel),
 detect.py (which vLLM the executable runs), command.py (argv and environment), supervisor.py (the process
-group), cli.py (the command line), errors.py (failures and exit codes).
+group), cli.py (the command line), errors.py (failures and exit codes). Imports nothing of the package but
+package_files: a server host needs neither ROS nor the node.
 """
+
+from cosmos_reasoner_ros.server.command import ServerCommand, build_command
+from cosmos_reasoner_ros.server.detect import DetectedVersion, detect_version
+from cosmos_reasoner_ros.server.errors import SupervisorError
+from cosmos_reasoner_ros.server.settings import ServerSettings, load_settings
+from cosmos_reasoner_ros.server.supervisor import Supervisor
+
+__all__ = [
+    "DetectedVersion",
+    "ServerCommand",
+    "ServerSettings",
+    "Supervisor",
+    "SupervisorError",
+    "build_command",
+    "detect_version",
+    "load_settings",
+]

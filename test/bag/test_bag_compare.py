@@ -31,7 +31,8 @@ from cosmos_reasoner_ros.bag.records import (
     write_records,
 )
 from cosmos_reasoner_ros.bag.report.junit import JUnitSuite, junit_xml, write_junit
-from cosmos_reasoner_ros.reasoner.parsing import Box2D, Point2D, Segment, Trajectory
+from cosmos_reasoner_ros.geometry.shapes import Box2D, Point2D, Trajectory
+from cosmos_reasoner_ros.reasoner.parsing import Segment
 
 SCHEMA = Path(__file__).with_name("junit-10.xsd")
 W, H = 1000, 500  # camera image: 1 unit of 0-1000 is 1 px in x, 0.5 px in y

@@ -19,14 +19,10 @@ from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.files.io import messages, open_reader, open_writer, typestore
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
-from cosmos_reasoner_ros.bag.replay.evaluate import (
-    EvalOptions,
-    TaskSpec,
-    evaluate_recorded,
-    node_command,
-    trigger_times,
-)
+from cosmos_reasoner_ros.bag.replay.node_process import node_command
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, trigger_times
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex
+from cosmos_reasoner_ros.bag.runs.suite import evaluate_recorded
 
 # Two points 0.35 m apart on the bag's 2 m depth plane (60° field of view): within the node's max_step_m
 # check, so that each trajectory also becomes a 3D path.

@@ -24,7 +24,8 @@ from cosmos_reasoner_ros.bag.report.html import (
     write_records,
     write_report,
 )
-from cosmos_reasoner_ros.reasoner.parsing import Box2D, Point2D, Segment, Trajectory
+from cosmos_reasoner_ros.geometry.shapes import Box2D, Point2D, Trajectory
+from cosmos_reasoner_ros.reasoner.parsing import Segment
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = "<script>alert('x')</script> & \"quoted\""

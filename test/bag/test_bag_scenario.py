@@ -11,8 +11,8 @@ import pytest
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
-from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions, Goal, TaskSpec, bag_paths, schedule
 from cosmos_reasoner_ros.bag.replay.lockstep import camera_progress
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths, schedule
 from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
 from cosmos_reasoner_ros.package_files import config_file
 

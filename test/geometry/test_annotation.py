@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cosmos_reasoner_ros.geometry.annotation import PALETTE, annotate
-from cosmos_reasoner_ros.reasoner.parsing import Box2D, Point2D, Trajectory
+from cosmos_reasoner_ros.geometry.shapes import Box2D, Point2D, Trajectory
 
 
 @pytest.fixture(scope="module")

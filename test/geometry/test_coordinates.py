@@ -13,7 +13,7 @@ from cosmos_reasoner_ros.geometry.coordinates import (
     point_pixels,
     seconds_to_ns,
 )
-from cosmos_reasoner_ros.reasoner.parsing import Point2D
+from cosmos_reasoner_ros.geometry.shapes import Point2D
 
 
 def test_pixels_of_the_image_the_answer_refers_to() -> None:

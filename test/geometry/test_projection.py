@@ -13,7 +13,7 @@ from cosmos_reasoner_ros.geometry.projection import (
     depth_to_meters,
     project_trajectories,
 )
-from cosmos_reasoner_ros.reasoner.parsing import Point2D, Trajectory
+from cosmos_reasoner_ros.geometry.shapes import Point2D, Trajectory
 
 K = [500.0, 0.0, 320.0, 0.0, 480.0, 240.0, 0.0, 0.0, 1.0]
 

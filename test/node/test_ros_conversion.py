@@ -16,6 +16,7 @@ from cosmos_reasoner_ros.clips.clip_buffer import Clip
 from cosmos_reasoner_ros.clips.image_conversion import Frame, image_msg_to_array
 from cosmos_reasoner_ros.clips.media_store import MediaRef
 from cosmos_reasoner_ros.errors import ServerUnavailable
+from cosmos_reasoner_ros.geometry.shapes import Box2D, Point2D, Trajectory
 from cosmos_reasoner_ros.node.ros_conversion import (
     diagnostic_array,
     diagnostic_status,
@@ -26,7 +27,7 @@ from cosmos_reasoner_ros.node.ros_conversion import (
     result_msg,
     time_to_ns,
 )
-from cosmos_reasoner_ros.reasoner.parsing import Box2D, ParsedAnswer, Point2D, Segment, Trajectory
+from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, Segment
 from cosmos_reasoner_ros.requests.outcome import ClipSummary, Outcome, RequestSpec, error_outcome
 
 NS = 1_000_000_000

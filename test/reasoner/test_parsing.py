@@ -11,11 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cosmos_reasoner_ros.errors import ParseError, TruncatedAnswer
+from cosmos_reasoner_ros.geometry.shapes import Box2D, Point2D
 from cosmos_reasoner_ros.reasoner.parsing import (
     ANSWER_KINDS,
-    Box2D,
     ParsedAnswer,
-    Point2D,
     Segment,
     json_values,
     parse_answer,

@@ -6,10 +6,9 @@ import math
 
 import pytest
 
-from cosmos_reasoner_ros.node.parameters import MAX_TASKS_PER_CLIP
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 from cosmos_reasoner_ros.requests.checks import group_problem, instruction_problem, request_problem
-from cosmos_reasoner_ros.requests.groups import RequestGroup, build_group
+from cosmos_reasoner_ros.requests.groups import MAX_TASKS_PER_CLIP, RequestGroup, build_group
 from cosmos_reasoner_ros.requests.outcome import RequestSpec
 
 CATALOG = TaskCatalog.load()

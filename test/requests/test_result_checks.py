@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from cosmos_reasoner_ros.geometry.projection import Intrinsics, project_trajectories
-from cosmos_reasoner_ros.reasoner.parsing import Box2D, ParsedAnswer, parse_answer
+from cosmos_reasoner_ros.geometry.shapes import Box2D
+from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, parse_answer
 from cosmos_reasoner_ros.requests.result_checks import CHECK_NAMES, checks_pass, depth_checks, image_checks
 
 K = [500.0, 0.0, 320.0, 0.0, 480.0, 240.0, 0.0, 0.0, 1.0]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from cosmos_reasoner_ros.reasoner.parsing import Segment
+from cosmos_reasoner_ros.reasoner import Segment
 
 __all__ = [
     "box_iou",

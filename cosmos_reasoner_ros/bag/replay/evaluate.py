@@ -33,62 +33,17 @@ from cosmos_reasoner_ros.bag.replay.node_process import (
     node_command,
     node_parameters,
 )
-from cosmos_reasoner_ros.bag.replay.plan import Goal, TaskSpec, bag_paths, schedule, trigger_times
+from cosmos_reasoner_ros.bag.replay.plan import (
+    EvalOptions,
+    schedule,
+)
 from cosmos_reasoner_ros.bag.replay.reason_goals import ReasonGoals
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 
 if TYPE_CHECKING:
-    from cosmos_reasoner_ros.bag.report.html import ReportFiles
+    pass
 
-__all__ = [
-    "BagRunInfo",
-    "EvalOptions",
-    "Goal",
-    "NodeHandle",
-    "NodeStarter",
-    "TaskSpec",
-    "bag_paths",
-    "default_params_file",
-    "evaluate_bags",
-    "evaluate_live",
-    "evaluate_recorded",
-    "node_command",
-    "node_parameters",
-    "read_recorded",
-    "schedule",
-    "trigger_times",
-]
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    server_url: str = "http://127.0.0.1:8000/v1"
-    tasks: tuple[TaskSpec, ...] = (TaskSpec("next_action"),)
-    period_s: float = 2.0  # [s of bag time] trigger period; ignored when `at_s` is given
-    at_s: tuple[float, ...] = ()  # [s from the bag's start] trigger times
-    goals: tuple[
-        Goal, ...
-    ] = ()  # each task at its own times (scenarios); when given, tasks/period/at are not used
-    image_topic: str = ""  # empty: the bag's only colour image topic
-    params_file: Path | None = None  # node parameters; None: the shipped config/reasoner.yaml
-    params: tuple[str, ...] = ()  # extra node parameters, name:=value
-    rate: float = 1.0
-    lock_step: bool = (
-        False  # playback waits for the node's ingest before a trigger and for the answers after it
-    )
-    in_flight: int = 0  # at most this many requests in flight over the run (0: no bound; bags one at a time)
-    timeout_s: float = 120.0  # [s] per request after playback ends / per trigger in lock-step
-    startup_timeout_s: float = 60.0  # [s] for the node's action server to appear
-    node_name: str = "reasoner_node"
-    image_format: str = "jpg"  # annotated frames: jpg or png
-    progress: bool = True
-    record: bool = False  # also record the camera and the node's outputs into <out>/outputs (mcap)
-    depth: bool = True  # give the node the bag's depth + CameraInfo topics (3D trajectories)
-    media_dir: Path | None = None  # where the node writes clips (the server must read it); a folder per bag
-
-    def goal_list(self) -> tuple[Goal, ...]:
-        """The goals, or each task at the given times (every period)."""
-        return self.goals or tuple(Goal(spec, self.at_s, self.period_s) for spec in self.tasks)
+__all__ = ["BagRunInfo", "evaluate_bags", "read_recorded"]
 
 
 # ------------------------------------------------------------------------------------------- one bag
@@ -395,34 +350,3 @@ def read_recorded(results_bag: Path) -> list[ResultRecord]:
         ]
     finally:
         reader.close()
-
-
-def evaluate_recorded(
-    results_bag: Path,
-    out: Path,
-    images_bag: Path | None = None,
-    image_topic: str = "",
-    image_format: str = "jpg",
-) -> ReportFiles:
-    """The report from ReasonerResult messages in a recorded bag, with frames from `images_bag` when given."""
-    from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
-    from cosmos_reasoner_ros.bag.runs.finish import finish_run
-
-    records = read_recorded(results_bag)
-    frames = FrameIndex(images_bag, image_topic) if images_bag is not None else None
-    try:
-        sources = {"": frames} if frames is not None else {}
-        return finish_run(records, out, sources, load_tolerances(), image_format=image_format).files
-    finally:
-        if frames is not None:
-            frames.close()
-
-
-def evaluate_live(
-    bag: Path, out: Path, options: EvalOptions = EvalOptions(), start_node: NodeStarter | None = None
-) -> ReportFiles:
-    """Replay `bag` into a fresh reasoner_node, trigger the tasks, collect every result, write the report (the
-    shipped tolerances, no baseline). start_node: how the node starts (e.g. `ros2 launch`); None: here."""
-    from cosmos_reasoner_ros.bag.runs.suite import run_bags
-
-    return run_bags([bag], out, options, start_node=start_node).result.files

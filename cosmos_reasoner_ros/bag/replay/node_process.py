@@ -9,15 +9,13 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import yaml
 
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
 from cosmos_reasoner_ros.package_files import package_file
-
-if TYPE_CHECKING:
-    from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions
 
 __all__ = [
     "NodeHandle",

@@ -1,5 +1,6 @@
 """What an evaluation asks and of which bags: tasks (with instruction and step), the bag times they are asked
-at, and the bags named directly or as folders. Plain Python, no ROS."""
+at, the bags named directly or as folders, and the options of a run (EvalOptions, which the replay, the node
+process, scenarios and suites share). Plain Python, no ROS."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError
 
-__all__ = ["Goal", "TaskSpec", "bag_paths", "schedule", "trigger_times"]
+__all__ = ["EvalOptions", "Goal", "TaskSpec", "bag_paths", "schedule", "trigger_times"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,34 @@ def bag_paths(paths: Sequence[Path]) -> list[Path]:
     if len(set(labels)) != len(labels):
         raise BagError(f"bags need distinct folder names to be told apart in the report: {labels}")
     return found
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    server_url: str = "http://127.0.0.1:8000/v1"
+    tasks: tuple[TaskSpec, ...] = (TaskSpec("next_action"),)
+    period_s: float = 2.0  # [s of bag time] trigger period; ignored when `at_s` is given
+    at_s: tuple[float, ...] = ()  # [s from the bag's start] trigger times
+    goals: tuple[
+        Goal, ...
+    ] = ()  # each task at its own times (scenarios); when given, tasks/period/at are not used
+    image_topic: str = ""  # empty: the bag's only colour image topic
+    params_file: Path | None = None  # node parameters; None: the shipped config/reasoner.yaml
+    params: tuple[str, ...] = ()  # extra node parameters, name:=value
+    rate: float = 1.0
+    lock_step: bool = (
+        False  # playback waits for the node's ingest before a trigger and for the answers after it
+    )
+    in_flight: int = 0  # at most this many requests in flight over the run (0: no bound; bags one at a time)
+    timeout_s: float = 120.0  # [s] per request after playback ends / per trigger in lock-step
+    startup_timeout_s: float = 60.0  # [s] for the node's action server to appear
+    node_name: str = "reasoner_node"
+    image_format: str = "jpg"  # annotated frames: jpg or png
+    progress: bool = True
+    record: bool = False  # also record the camera and the node's outputs into <out>/outputs (mcap)
+    depth: bool = True  # give the node the bag's depth + CameraInfo topics (3D trajectories)
+    media_dir: Path | None = None  # where the node writes clips (the server must read it); a folder per bag
+
+    def goal_list(self) -> tuple[Goal, ...]:
+        """The goals, or each task at the given times (every period)."""
+        return self.goals or tuple(Goal(spec, self.at_s, self.period_s) for spec in self.tasks)

@@ -14,8 +14,7 @@ from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.files.io import image_connections, messages, open_reader, typestore
 from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.errors import FrameError
-from cosmos_reasoner_ros.geometry.coordinates import ns_from_sec_nanosec
-from cosmos_reasoner_ros.reasoner.parsing import Trajectory
+from cosmos_reasoner_ros.geometry import Trajectory, ns_from_sec_nanosec
 
 __all__ = ["FrameIndex", "annotated_frame", "difference_frame", "save_image"]
 
@@ -58,7 +57,7 @@ class FrameIndex:
 
     def frame(self, stamp_ns: int) -> np.ndarray | None:
         """RGB frame with the newest header stamp at or before `stamp_ns` (the first frame when none is)."""
-        from cosmos_reasoner_ros.clips.image_conversion import message_to_array
+        from cosmos_reasoner_ros.clips import message_to_array
 
         i = max(0, bisect.bisect_right(self._stamps, stamp_ns) - 1)
         for _, _, data in messages(self.reader, [self.conn], self._bag_ns[i]):
@@ -92,7 +91,7 @@ def _caption(record: ResultRecord) -> str:
 def annotated_frame(record: ResultRecord, frame: np.ndarray) -> np.ndarray:
     """The frame with the record's trajectories and boxes (drawn from their 0-1000 values, so the frame's size
     need not match the one the node sent), or the answer's first line as a caption."""
-    from cosmos_reasoner_ros.geometry.annotation import annotate
+    from cosmos_reasoner_ros.geometry import annotate
 
     trajectories = [t.trajectory for t in record.trajectories]
     boxes = [b.box for b in record.boxes]
@@ -109,7 +108,7 @@ def difference_frame(baseline: ResultRecord, current: ResultRecord, frame: np.nd
     start with "baseline" / "current"), and both answers' first lines in a band below the image."""
     from dataclasses import replace
 
-    from cosmos_reasoner_ros.geometry.annotation import annotate
+    from cosmos_reasoner_ros.geometry import annotate
 
     trajectories = [_relabel(t.trajectory, "baseline") for t in baseline.trajectories]
     trajectories += [_relabel(t.trajectory, "current") for t in current.trajectories]

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions, Goal, TaskSpec, bag_paths
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths
 
 __all__ = ["Scenario", "Variant", "load_scenario", "scenario_files"]
 

@@ -12,10 +12,12 @@ from pathlib import Path
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances, load_tolerances
 from cosmos_reasoner_ros.bag.records import ResultRecord, load_records, results_file
-from cosmos_reasoner_ros.bag.replay.evaluate import EvalOptions, NodeStarter, evaluate_bags
+from cosmos_reasoner_ros.bag.replay.evaluate import evaluate_bags, read_recorded
+from cosmos_reasoner_ros.bag.replay.node_process import NodeStarter
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
 from cosmos_reasoner_ros.bag.report.comparison import SweepColumn, sweep_page
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex
-from cosmos_reasoner_ros.bag.report.html import BagRow
+from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles
 from cosmos_reasoner_ros.bag.runs.finish import RunResult, finish_run
 from cosmos_reasoner_ros.bag.runs.scenario import Scenario
 
@@ -122,3 +124,29 @@ def run_scenario(
             folder, f"{scenario.name}: sweep of {scenario.sweep_parameter}", scenario.sweep_parameter, columns
         )
     return runs
+
+
+def evaluate_recorded(
+    results_bag: Path,
+    out: Path,
+    images_bag: Path | None = None,
+    image_topic: str = "",
+    image_format: str = "jpg",
+) -> ReportFiles:
+    """The report from ReasonerResult messages in a recorded bag, with frames from `images_bag` when given."""
+    records = read_recorded(results_bag)
+    frames = FrameIndex(images_bag, image_topic) if images_bag is not None else None
+    try:
+        sources = {"": frames} if frames is not None else {}
+        return finish_run(records, out, sources, load_tolerances(), image_format=image_format).files
+    finally:
+        if frames is not None:
+            frames.close()
+
+
+def evaluate_live(
+    bag: Path, out: Path, options: EvalOptions = EvalOptions(), start_node: NodeStarter | None = None
+) -> ReportFiles:
+    """Replay `bag` into a fresh reasoner_node, trigger the tasks, collect every result, write the report (the
+    shipped tolerances, no baseline). start_node: how the node starts (e.g. `ros2 launch`); None: here."""
+    return run_bags([bag], out, options, start_node=start_node).result.files
