@@ -45,6 +45,16 @@ class CameraIngest:
         self._pre_encoder, self._pre_encoding = pre_encoder, pre_encoding
         self.stats = CameraStats()
 
+    def refusals(self) -> str:
+        """What this camera's refused frames were, by kind, with the newest reason ("" when none was)."""
+        s = self.stats
+        if not s.invalid:
+            return ""
+        kinds = {"too large": s.too_large, "bad stamp": s.bad_stamp, "not colour": s.not_colour}
+        other = s.invalid - sum(kinds.values())
+        listed = ", ".join(f"{k} {n}" for k, n in (*kinds.items(), ("undecodable", other)) if n)
+        return f"camera {self.camera}: {s.invalid} frame(s) refused ({listed}); last: {s.last_error[:200]}"
+
     def __call__(self, msg: Any, receive_ns: int) -> None:
         stats = self.stats
         stats.received += 1

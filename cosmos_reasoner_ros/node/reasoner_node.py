@@ -16,6 +16,7 @@ tasks of one clip (one request, and one result, each).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from typing import Any
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.clock import Clock
+from rclpy.clock_type import ClockType
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -308,13 +311,17 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 Trigger, "~/trigger", self._on_trigger, qos_profile=requests, callback_group=trigger_group
             )
         )
-        timers: list[tuple[float, Callable[[], None]]] = [
-            (cfg.diagnostics_period_s, self._publish_diagnostics)
-        ]
+        # Diagnostics tick on the steady clock: with use_sim_time a replay's /clock stands still while the
+        # player waits for answers (lock-step), and a timer on the node's clock would stop with it. The
+        # periodic trigger stays on the node's clock (bag time in a replay).
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._inputs.append(
+            self.create_timer(cfg.diagnostics_period_s, self._publish_diagnostics, timer_group, clock=steady)
+        )
         if cfg.trigger_period_s > 0:
-            timers.append((cfg.trigger_period_s, self._on_timer))
-        for period, tick in timers:
-            self._inputs.append(self.create_timer(period, tick, callback_group=timer_group))
+            self._inputs.append(
+                self.create_timer(cfg.trigger_period_s, self._on_timer, callback_group=timer_group)
+            )
         self._action = ReasonActionServer(
             self,
             self.intake.new_group,
@@ -367,7 +374,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     def _finalize(self, job: Job, outcome: Outcome) -> Outcome:
         """Just before publication, on the delivery thread: the outcome's age (and staleness) now, and the
-        geometric checks of its answer (with the 3D paths they are about)."""
+        geometric checks of its answer (with the 3D paths they are about). A request without frames says
+        why the node refused the frames that came (the refusal kinds), not only that none were buffered."""
+        if outcome.error_kind == "no_frames":
+            cameras = job.group or tuple(self.ingest)
+            refused = "; ".join(r for c in cameras if c in self.ingest and (r := self.ingest[c].refusals()))
+            if refused:
+                outcome = dataclasses.replace(outcome, error=f"{outcome.error} ({refused})")
         return self.outputs.prepare(outcome, self.get_clock().now().nanoseconds)
 
     def _deliver(self, job: Job, outcome: Outcome) -> None:

@@ -1,0 +1,64 @@
+"""reasoner_node on a replayed bag's clock (use_sim_time, /clock from the player): diagnostics keep coming
+while the clock stands still (lock-step waits on them), and a request that found no frames says why the node
+refused the frames that came."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.processes import wait_until
+
+rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+from support.node_harness import base_params  # noqa: E402
+from support.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
+
+pytestmark = [pytest.mark.ros]
+
+CLOCK_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+def test_paused_clock_keeps_diagnostics_and_refused_frames_are_named(
+    tmp_path: Path, harness_factory: Any
+) -> None:
+    with ScriptedServer(default=ScriptedReply(text="go")) as server:
+        params = base_params(
+            server.base_url,
+            tmp_path / "media",
+            task="next_action",
+            instruction="",
+            use_sim_time=True,
+            diagnostics_period_s=0.1,
+            max_stamp_ahead_s=1.0,
+        )
+        h = harness_factory(params)
+        clock = h.probe.create_publisher(Clock, "/clock", CLOCK_QOS)
+        wait_until(lambda: clock.get_subscription_count() > 0, 20.0, "the node's /clock subscription")
+        msg = Clock()
+        msg.clock.sec = 1000
+        deadline = time.monotonic() + 20.0
+        while h.node.get_clock().now().nanoseconds != 1000 * 10**9:  # best effort: repeat until it arrives
+            assert time.monotonic() < deadline, "the node never took the clock"
+            clock.publish(msg)
+            time.sleep(0.05)
+        # The clock now stands still (no more /clock): a timer on the node's clock would stop with it.
+        before = len(h.diagnostics.items)
+        time.sleep(1.5)
+        assert len(h.diagnostics.items) - before >= 5, "diagnostics stopped with the paused clock"
+
+        # Frames stamped 1000 s after the node's clock: refused as implausible stamps.
+        camera = h.probe.create_publisher(Image, "/test_cam/image_raw", 10)
+        wait_until(lambda: camera.get_subscription_count() > 0, 20.0, "camera subscription")
+        for k in range(5):
+            frame = Image(height=4, width=4, encoding="rgb8", step=12, data=bytes(48))
+            frame.header.stamp.sec, frame.header.stamp.nanosec = 2000, k * 1000
+            camera.publish(frame)
+        wait_until(lambda: h.node.ingest["front"].stats.bad_stamp >= 1, 20.0, "refused frames")
+        result = h.result_for(h.trigger_id())
+        assert result.error_kind == "no_frames"
+        assert "bad stamp" in result.error and "max_stamp_ahead_s" in result.error
