@@ -33,7 +33,12 @@ def _add_make(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--depth-m", type=float, default=1.5, help="[m] plane distance / gradient middle")
     p.add_argument("--image-fps", type=float, default=10.0, help="[Hz] frame rate of image folders")
     p.add_argument("--max-long-side", type=int, default=0, help="[px] downscale; 0: keep the size")
-    p.add_argument("--start", type=float, default=1_700_000_000.0, help="[s since epoch] first stamp")
+    p.add_argument(
+        "--start",
+        type=float,
+        default=None,
+        help="[s since the epoch] the first frame's stamp (default: now); replays run on the bag's clock",
+    )
 
 
 def _add_play(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,7 +48,19 @@ def _add_play(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--loop", action="store_true", help="play until interrupted")
     p.add_argument("--loops", type=int, default=1, help="number of passes (--loop: endless)")
     p.add_argument("--start-offset", type=float, default=0.0, help="[s] skip the bag's first seconds")
-    p.add_argument("--topics", nargs="*", default=[], help="bag topics to play (default all)")
+    _add_topics(p)
+    p.add_argument(
+        "--topics",
+        nargs="*",
+        default=[],
+        help="further bag topics to play (alone, without --camera-topic: only these)",
+    )
+    p.add_argument(
+        "--all-topics",
+        action="store_true",
+        help="play every topic whose message type rclpy has (the others are named and left out)",
+    )
+    p.add_argument("--no-clock", action="store_true", help="do not publish /clock in the bag's time")
     p.add_argument("--remap", nargs="*", default=[], metavar="OLD:=NEW")
     p.add_argument("--qos", default="reliable", help="reliable (default), sensor_data or transient_local")
     p.add_argument("--qos-depth", type=int, default=10)
@@ -73,9 +90,11 @@ def _add_record(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument(
         "--topics",
         nargs="*",
-        default=None,
-        help="default: the node's result, next_action, annotated_image, trajectory, markers and /diagnostics",
+        default=[],
+        help="topics to record besides the defaults: the node's result, next_action, annotated_image, "
+        "trajectory, markers and /diagnostics",
     )
+    p.add_argument("--no-default-topics", action="store_true", help="record only the --topics given")
     p.add_argument("--node-name", default="reasoner_node", help="name of the node whose outputs to record")
     p.add_argument("--duration", type=float, default=0.0, help="[s] stop after this long; 0: until Ctrl-C")
     p.add_argument("--storage", default="mcap")
@@ -101,6 +120,11 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also record the camera and the node's outputs into OUTPUT/outputs",
     )
+    p.add_argument(
+        "--media-dir",
+        type=Path,
+        help="where the node writes clips (the server must read it); default OUTPUT/media",
+    )
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -119,7 +143,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     )
     p.add_argument("--period", type=float, default=2.0, help="[s of bag time] trigger period")
     p.add_argument("--at", default="", help="comma-separated trigger times [s from the bag's start]")
-    p.add_argument("--image-topic", default="", help="default: the bag's colour image topic")
+    _add_topics(p)
     p.add_argument("--params-file", type=Path, help="node parameters (default: the shipped reasoner.yaml)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME:=VALUE")
     p.add_argument("--rate", type=float, default=1.0, help="playback speed factor")
@@ -138,12 +162,6 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         metavar="N",
         help="at most N requests in flight; several bags then play at once, each into its own node "
         "(0: no bound)",
-    )
-    p.add_argument("--no-depth", action="store_true", help="do not pass the bag's depth topic to the node")
-    p.add_argument(
-        "--media-dir",
-        type=Path,
-        help="where the node writes clips (readable by the server); default OUTPUT/media",
     )
     p.add_argument("--title", default="")
     _add_run(p)
@@ -204,7 +222,7 @@ def _make(args: argparse.Namespace) -> int:
             depth_m=args.depth_m,
             image_fps=args.image_fps,
             max_long_side=args.max_long_side,
-            start_ns=round(args.start * 1e9),
+            start_ns=None if args.start is None else _start_ns(args.start),
             storage=args.storage,
         ),
     )
@@ -213,6 +231,44 @@ def _make(args: argparse.Namespace) -> int:
         + ", ".join(f"{t} {n}" for t, n in made.topics.items())
     )
     return 0
+
+
+def _start_ns(seconds: float) -> int:
+    import math
+
+    if not math.isfinite(seconds) or not 0 <= seconds < 2**63 / 1e9:
+        raise BagError(f"--start must be seconds since the epoch, got {seconds}")
+    return round(seconds * 1e9)
+
+
+def _add_topics(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--camera-topic",
+        "--image-topic",
+        dest="camera_topics",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="camera topic to replay (Image, CompressedImage or foxglove CompressedVideo; repeatable); "
+        "default: the bag's only camera topic",
+    )
+    p.add_argument(
+        "--info-topic",
+        dest="info_topics",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="its CameraInfo topic (one per camera topic); default: the one in the camera's namespace",
+    )
+    p.add_argument(
+        "--depth-topic",
+        dest="depth_topics",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="its depth topic (one per camera topic); default: the bag's depth topic when unambiguous",
+    )
+    p.add_argument("--no-depth", action="store_true", help="leave the bag's depth topics out")
 
 
 def _pair(item: str) -> tuple[str, str]:
@@ -225,6 +281,7 @@ def _pair(item: str) -> tuple[str, str]:
 def _play(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions
 
     from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions, parse_remap
 
@@ -232,30 +289,47 @@ def _play(args: argparse.Namespace) -> int:
         rate=args.rate,
         loops=0 if args.loop else args.loops,
         start_offset_s=args.start_offset,
+        cameras=tuple(args.camera_topics),
+        infos=tuple(args.info_topics),
+        depths=tuple(args.depth_topics),
+        depth=not args.no_depth,
         topics=tuple(args.topics),
+        all_topics=args.all_topics,
         remap=parse_remap(args.remap),
         qos=args.qos,
         qos_depth=args.qos_depth,
         topic_qos=dict(_pair(item) for item in args.topic_qos),
         wait_for_subscribers_s=args.wait_for_subscribers,
         drain_s=args.drain,
+        clock=not args.no_clock,
     )
     options.check()
-    with rclpy.init():
+    if args.stats is not None:
+        from cosmos_reasoner_ros.bag.names import writable_file
+
+        writable_file(args.stats, "statistics file")
+    # Ctrl-C arrives as KeyboardInterrupt while the context stays valid: the player stops and closes its
+    # publishers itself (rclpy's own handler would invalidate the context under the publishing thread).
+    with rclpy.init(signal_handler_options=SignalHandlerOptions.NO):
         node = rclpy.create_node("cosmos_reasoner_bag_play")
-        player = Player(node, args.bag, options)
         stop = threading.Event()
         try:
-            stats = player.run(stop)
-        except (KeyboardInterrupt, ExternalShutdownException):
-            stop.set()
-            return 0
+            player = Player(node, args.bag, options)
+            try:
+                stats = player.run(stop)
+            except (KeyboardInterrupt, ExternalShutdownException):
+                stop.set()
+                return 0
+            finally:
+                player.close()
         finally:
-            player.close()
             node.destroy_node()
     summary = stats.summary()
     if args.stats:
-        args.stats.write_text(json.dumps(summary))
+        try:
+            args.stats.write_text(json.dumps(summary))
+        except OSError as exc:
+            raise BagError(f"cannot write {args.stats}: {exc.strerror or exc}") from None
     print(json.dumps(summary))
     return 0
 
@@ -266,7 +340,11 @@ def _record(args: argparse.Namespace) -> int:
 
     from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
 
-    topics = args.topics if args.topics else default_topics(args.node_name)
+    topics = list(
+        dict.fromkeys([*(() if args.no_default_topics else default_topics(args.node_name)), *args.topics])
+    )
+    if not topics:
+        raise BagError("no topic to record: give --topics (or leave out --no-default-topics)")
     with rclpy.init():
         node = rclpy.create_node("cosmos_reasoner_bag_record")
         executor = SingleThreadedExecutor()
@@ -291,13 +369,12 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _finish(runs: list[Any], junit: Path | None) -> int:
-    """Print each run's summary, write the JUnit file; 1 when a tolerance was exceeded."""
+    """Write the JUnit file, then print each run's summary; 1 when a tolerance was exceeded. The JUnit file
+    comes first: output that cannot be written is exit 2 before any verdict is printed."""
     from cosmos_reasoner_ros.bag.report.junit import JUnitSuite, write_junit
     from cosmos_reasoner_ros.bag.runs.finish import summary_lines
 
-    for run in runs:
-        for line in summary_lines(run.result, run.name if len(runs) > 1 else ""):
-            print(line)
+    written = None
     if junit is not None:
         suites = [
             JUnitSuite(
@@ -308,8 +385,25 @@ def _finish(runs: list[Any], junit: Path | None) -> int:
             )
             for run in runs
         ]
-        print(f"junit: {write_junit(junit, suites)}")
+        try:
+            written = write_junit(junit, suites)
+        except OSError as exc:
+            raise BagError(f"cannot write the JUnit file {junit}: {exc.strerror or exc}") from None
+    for run in runs:
+        for line in summary_lines(run.result, run.name if len(runs) > 1 else ""):
+            print(line)
+    if written is not None:
+        print(f"junit: {written}")
     return 0 if all(run.result.verdict.passed for run in runs) else 1
+
+
+def _check_outputs(output: Path, junit: Path | None) -> None:
+    """Before anything runs: the report folder and the JUnit file can be written."""
+    from cosmos_reasoner_ros.bag.names import writable_file, writable_folder
+
+    writable_folder(output, "report folder")
+    if junit is not None:
+        writable_file(junit, "JUnit file")
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -318,6 +412,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, bag_paths
 
     tolerances = load_tolerances(args.tolerances)
+    _check_outputs(args.output, args.junit)
     if args.results is not None:
         from cosmos_reasoner_ros.bag.records import load_records, results_file
         from cosmos_reasoner_ros.bag.report.frames import FrameIndex
@@ -328,7 +423,13 @@ def _evaluate(args: argparse.Namespace) -> int:
             raise BagError("--results takes at most one camera bag (its frames)")
         baseline = load_records(args.baseline) if args.baseline else None
         records = read_recorded(args.results)
-        frames = FrameIndex(args.bags[0], args.image_topic) if args.bags else None
+        if len(args.camera_topics) > 1:
+            raise BagError("--results draws on one camera topic")
+        frames = (
+            FrameIndex(args.bags[0], args.camera_topics[0] if args.camera_topics else "")
+            if args.bags
+            else None
+        )
         try:
             result = finish_run(
                 records,
@@ -354,7 +455,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         tasks=tuple(TaskSpec.parse(t) for t in args.task) or (TaskSpec("next_action"),),
         period_s=args.period,
         at_s=at,
-        image_topic=args.image_topic,
+        cameras=tuple(args.camera_topics),
+        infos=tuple(args.info_topics),
+        depths=tuple(args.depth_topics),
         params_file=args.params_file,
         params=tuple(args.param),
         rate=args.rate,
@@ -382,9 +485,10 @@ def _scenario(args: argparse.Namespace) -> int:
     scenarios = [
         load_scenario(path) for path in scenario_files(args.scenarios)
     ]  # all checked before any runs
-    names = [s.name for s in scenarios]
+    names = [s.folder for s in scenarios]
     if len(set(names)) != len(names):
         raise BagError(f"scenario names must be distinct (they name the output folders): {names}")
+    _check_outputs(args.output, args.junit)
     base = EvalOptions(
         server_url=args.server_url,
         params_file=args.params_file,
@@ -392,6 +496,7 @@ def _scenario(args: argparse.Namespace) -> int:
         image_format=args.image_format,
         progress=not args.no_progress,
         record=args.record,
+        media_dir=args.media_dir,
     )
     runs = []
     for scenario in scenarios:

@@ -107,10 +107,12 @@ class ResultRecord:
     completion_tokens: int = 0
     latency_s: float = 0.0
     ttft_s: float = 0.0
+    age_s: float = 0.0  # [s] from the clip's end to the result, on the node's clock (the bag's, in a replay)
     finish_reason: str = ""
     image: str = ""  # annotated frame, relative to the report folder; empty: none
-    bag: str = ""  # the bag's name in a run of several bags (its folder name)
+    bag: str = ""  # the bag's name (its folder or file name as given)
     step: str = ""  # the goal's step (assisted_next_action)
+    bag_id: str = ""  # fingerprint of the replayed camera topics (counts, span): another recording differs
 
     @property
     def outcome(self) -> str:
@@ -300,6 +302,7 @@ def record_from_msg(msg: Any, trigger_s: float = 0.0, bag: str = "", step: str =
         completion_tokens=int(msg.completion_tokens),
         latency_s=float(msg.latency_s),
         ttft_s=float(msg.time_to_first_token_s),
+        age_s=float(msg.age_s),
         finish_reason=msg.finish_reason,
         bag=bag,
         step=step,

@@ -9,23 +9,18 @@ import av
 import cv2
 import numpy as np
 import pytest
+from support.bags import read_topics
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import messages, open_reader, typestore
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag, resample, synthetic_depth
 from cosmos_reasoner_ros.clips.image_conversion import message_to_array
 
+OLD_START = 1_700_000_000_000_000_000  # bags recorded in 2023: replays run on their clock
+
 
 def read_all(bag: Path) -> dict[str, list[tuple[int, object]]]:
-    out: dict[str, list[tuple[int, object]]] = {}
-    reader = open_reader(bag)
-    try:
-        for conn, t, data in messages(reader):
-            out.setdefault(conn.topic, []).append((t, typestore().deserialize_cdr(data, conn.msgtype)))
-    finally:
-        reader.close()
-    return out
+    return read_topics(bag)
 
 
 def stamp_ns(msg: object) -> int:
@@ -40,7 +35,11 @@ def first_frame(video: Path) -> np.ndarray:
 
 def test_robot_clip_at_10_hz_rgb8_with_info_and_depth(robot_clip: Path, tmp_path: Path) -> None:
     bag = tmp_path / "robot"
-    made = make_bag([robot_clip], bag, MakeOptions(rate_hz=10.0, depth="plane", depth_m=1.25, fov_deg=90.0))
+    made = make_bag(
+        [robot_clip],
+        bag,
+        MakeOptions(start_ns=OLD_START, rate_hz=10.0, depth="plane", depth_m=1.25, fov_deg=90.0),
+    )
     # The clip is 26 frames at 4 fps (6.5 s): 10 Hz over 6.5 s is 65 frames.
     assert made.frames == 65 and (made.width, made.height) == (644, 476)
     assert made.duration_s == pytest.approx(6.4)
@@ -104,7 +103,11 @@ def test_image_folder_and_two_sources_follow_each_other(
     for i in range(5):
         cv2.imwrite(str(folder / f"{i:03d}.png"), np.roll(src, i * 10, axis=1))
     bag = tmp_path / "folder"
-    made = make_bag([folder, robot_clip], bag, MakeOptions(rate_hz=5.0, image_fps=5.0, max_long_side=320))
+    made = make_bag(
+        [folder, robot_clip],
+        bag,
+        MakeOptions(start_ns=OLD_START, rate_hz=5.0, image_fps=5.0, max_long_side=320),
+    )
     # 5 images at 5 fps (1 s) then the 6.5 s clip, all at 5 Hz and at the first source's size.
     assert made.frames == 5 + 33
     assert max(made.width, made.height) == 320

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.bags import read_topics
 from support.processes import bag_cli as cli
 from support.processes import ros_env
 
-from cosmos_reasoner_ros.bag.files.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.bag.replay.record import DEFAULT_TOPICS, default_topics
 
 
@@ -44,12 +45,23 @@ def test_record_cli_captures_results_strings_and_latched_images(tmp_path: Path) 
     )
     result_pub = node.create_publisher(ReasonerResult, "/fake_reasoner/result", reliable)
     text_pub = node.create_publisher(String, "/fake_reasoner/next_action", reliable)
+    extra_pub = node.create_publisher(String, "/robot/extra", reliable)  # --topics adds it to the defaults
     image_pub = node.create_publisher(Image, "/fake_reasoner/annotated_image", latched)
     # Published before the recorder exists: only a transient-local subscription gets it.
     pixels = np.arange(48 * 64 * 3, dtype=np.uint8)
     image_pub.publish(Image(height=48, width=64, encoding="rgb8", step=192, data=pixels.tobytes()))
     proc = subprocess.Popen(
-        cli("record", "-o", str(out), "--node-name", "fake_reasoner", "--duration", "60"),
+        cli(
+            "record",
+            "-o",
+            str(out),
+            "--node-name",
+            "fake_reasoner",
+            "--duration",
+            "60",
+            "--topics",
+            "/robot/extra",
+        ),
         env=ros_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -57,12 +69,13 @@ def test_record_cli_captures_results_strings_and_latched_images(tmp_path: Path) 
     )
     try:
         deadline = time.monotonic() + 60
-        while result_pub.get_subscription_count() == 0 or text_pub.get_subscription_count() == 0:
+        while min(p.get_subscription_count() for p in (result_pub, text_pub, extra_pub)) == 0:
             assert time.monotonic() < deadline and proc.poll() is None, "the recorder did not subscribe"
             time.sleep(0.05)
         for i in range(5):
             result_pub.publish(sample_result(f"answer {i}"))
             text_pub.publish(String(data=f"step {i}"))
+            extra_pub.publish(String(data=f"extra {i}"))
             time.sleep(0.05)
         time.sleep(1.0)  # let the reliable samples arrive before stopping
         proc.send_signal(signal.SIGINT)
@@ -78,18 +91,13 @@ def test_record_cli_captures_results_strings_and_latched_images(tmp_path: Path) 
     assert summary["messages"] == {
         "/fake_reasoner/result": 5,
         "/fake_reasoner/next_action": 5,
+        "/robot/extra": 5,
         "/fake_reasoner/annotated_image": 1,
     }
     assert any(p.suffix == ".mcap" for p in out.iterdir())
-    reader = open_reader(out)
-    try:
-        types = {c.topic: c.msgtype for c in reader.connections}
-        assert types["/fake_reasoner/result"] == "cosmos_reasoner_ros/msg/ReasonerResult"
-        got: dict[str, list[object]] = {}
-        for conn, _, data in messages(reader):
-            got.setdefault(conn.topic, []).append(typestore().deserialize_cdr(data, conn.msgtype))
-    finally:
-        reader.close()
+    with BagReader(out) as reader:
+        assert reader.topics["/fake_reasoner/result"].msgtype == "cosmos_reasoner_ros/msg/ReasonerResult"
+    got = {topic: [m for _, m in items] for topic, items in read_topics(out).items()}
     results = got["/fake_reasoner/result"]
     assert [r.answer for r in results] == [f"answer {i}" for i in range(5)]  # type: ignore[attr-defined]
     first, expected = results[0], sample_result("answer 0")

@@ -16,16 +16,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.bags import read_topics, topic_counts
 from support.scripted_server import ScriptedReply, ScriptedServer
 from test_bag_compare import validate
 from test_bag_report import CHROMIUM, chromium_image_widths
 
 from cosmos_reasoner_ros.bag.cli import main
-from cosmos_reasoner_ros.bag.files.io import messages, open_reader, typestore
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
+from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
 from cosmos_reasoner_ros.clips.image_conversion import Frame
 from cosmos_reasoner_ros.geometry.coordinates import ns_from_sec_nanosec
+
+OLD_START = 1_700_000_000_000_000_000  # bags recorded in 2023: replays run on their clock
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -61,9 +64,15 @@ class Server(ScriptedServer):
 def bags(robot_clip: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of three bags: the robot clip at 10 Hz (raw), at 8 Hz (JPEG, sqlite3), at 10 Hz smaller."""
     folder = tmp_path_factory.mktemp("bags")
-    make_bag([robot_clip], folder / "a_raw", MakeOptions(rate_hz=10.0, max_long_side=320))
-    make_bag([robot_clip], folder / "b_jpeg", MakeOptions(rate_hz=8.0, encoding="jpeg", storage="sqlite3"))
-    make_bag([robot_clip], folder / "c_small", MakeOptions(rate_hz=10.0, max_long_side=160))
+    make_bag([robot_clip], folder / "a_raw", MakeOptions(start_ns=OLD_START, rate_hz=10.0, max_long_side=320))
+    make_bag(
+        [robot_clip],
+        folder / "b_jpeg",
+        MakeOptions(start_ns=OLD_START, rate_hz=8.0, encoding="jpeg", storage="sqlite3"),
+    )
+    make_bag(
+        [robot_clip], folder / "c_small", MakeOptions(start_ns=OLD_START, rate_hz=10.0, max_long_side=160)
+    )
     return folder
 
 
@@ -73,20 +82,12 @@ def expected_windows(
     """(clip start, clip end, frames) per trigger time, by the node's own buffer logic fed every frame stamped
     up to the trigger, in the bag's order: what any lossless node sees, however fast or slow."""
     buffer = ClipBuffer("camera", sample_fps, 30.0, 2**30, 0)
-    reader = open_reader(bag)
-    try:
-        conn = next(c for c in reader.connections if c.topic == "/camera/image_raw")
-        stamped = []
-        for _, bag_ns, data in messages(reader, [conn]):
-            msg: Any = typestore().deserialize_cdr(data, conn.msgtype)
-            stamped.append(
-                (
-                    bag_ns - reader.start_time,
-                    ns_from_sec_nanosec(msg.header.stamp.sec, msg.header.stamp.nanosec),
-                )
-            )
-    finally:
-        reader.close()
+    items = read_topics(bag)["/camera/image_raw"]
+    first = items[0][0]
+    stamped = [
+        (bag_ns - first, ns_from_sec_nanosec(msg.header.stamp.sec, msg.header.stamp.nanosec))
+        for bag_ns, msg in items
+    ]
     out, i = [], 0
     tiny = np.zeros((2, 2, 3), dtype=np.uint8)
     for t in times:
@@ -199,19 +200,12 @@ def test_several_bags_with_requests_in_flight_a_baseline_and_junit(
     page = (first / "index.html").read_text()
     assert page.count("<tr class='pass'><td>") == 3 and "a_raw" in page and "c_small" in page  # a row per bag
     # Each bag was recorded beside its camera, on the bag's timeline.
-    reader = open_reader(bags / "b_jpeg")
-    try:
-        frames = next(c.msgcount for c in reader.connections if c.topic == "/camera/image_raw/compressed")
-    finally:
-        reader.close()
-    reader = open_reader(first / "outputs" / "b_jpeg")
-    try:
-        counts = {c.topic: c.msgcount for c in reader.connections}
-        start, end = reader.start_time, reader.end_time
+    frames = topic_counts(bags / "b_jpeg")["/camera/image_raw/compressed"]
+    with BagReader(first / "outputs" / "b_jpeg") as reader:
+        counts = {t.name: t.count for t in reader.topics.values()}
+        start, end = reader.start_ns, reader.end_ns
         # Each topic carries its message definition (what Foxglove decodes the package's own messages with).
-        result_def = next(c.msgdef.data for c in reader.connections if c.topic.endswith("/result"))
-    finally:
-        reader.close()
+        result_def = next(t.definition for t in reader.topics.values() if t.name.endswith("/result"))
     assert "string request_id" in result_def and "Trajectory2D[] trajectories" in result_def
     assert counts["/camera/image_raw/compressed"] == frames and counts["/eval2/reasoner_node/result"] == 6
     assert counts["/eval2/diagnostics"] >= 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,8 @@ import cv2
 import numpy as np
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import open_writer, typestore
+from cosmos_reasoner_ros.bag.files.io import typestore
+from cosmos_reasoner_ros.bag.files.writer import open_writer
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 ENCODINGS = ("rgb8", "bgr8", "jpeg")
@@ -38,7 +40,7 @@ class MakeOptions:
     depth_m: float = 1.5  # [m] plane distance; the gradient runs from depth_m/2 to depth_m*2
     image_fps: float = 10.0  # [Hz] frame rate assumed for image folders
     max_long_side: int = 0  # [px] downscale frames to this long side; 0: keep
-    start_ns: int = 1_700_000_000_000_000_000  # first header stamp / bag timestamp
+    start_ns: int | None = None  # first header stamp / bag timestamp; None: now (time.time_ns())
     storage: str = "mcap"
 
     def check(self) -> None:
@@ -68,6 +70,7 @@ class MadeBag:
     height: int
     duration_s: float  # from the first to the last image stamp
     topics: dict[str, int] = field(default_factory=dict)  # messages per topic
+    start_ns: int = 0  # the first stamp
 
 
 def _video_frames(path: Path) -> Iterator[tuple[float, np.ndarray]]:
@@ -278,20 +281,23 @@ def make_bag(sources: Sequence[Path], out: Path, options: MakeOptions = MakeOpti
     store = build.store
     image_type = "sensor_msgs/msg/CompressedImage" if options.encoding == "jpeg" else "sensor_msgs/msg/Image"
     counts: dict[str, int] = {}
+    start_ns = time.time_ns() if options.start_ns is None else options.start_ns
+    if start_ns < 0:
+        raise BagError(f"the start time must be >= 0 s since the epoch, got {start_ns / 1e9}")
     writer = open_writer(out, options.storage)
     size: tuple[int, int] | None = None
-    last_ns = options.start_ns
+    last_ns = start_ns
     offset_s = 0.0
     ok = False
     try:
-        image_conn = writer.add_connection(options.image_topic_name, image_type, typestore=store)
+        image_conn = writer.add_topic(options.image_topic_name, image_type, store)
         info_conn = (
-            writer.add_connection(options.info_topic, "sensor_msgs/msg/CameraInfo", typestore=store)
+            writer.add_topic(options.info_topic, "sensor_msgs/msg/CameraInfo", store)
             if options.info_topic
             else None
         )
         depth_conn = (
-            writer.add_connection(options.depth_topic, "sensor_msgs/msg/Image", typestore=store)
+            writer.add_topic(options.depth_topic, "sensor_msgs/msg/Image", store)
             if options.depth != "none"
             else None
         )
@@ -307,7 +313,7 @@ def make_bag(sources: Sequence[Path], out: Path, options: MakeOptions = MakeOpti
                 elif size != (w, h):
                     image = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
                     h, w = size[1], size[0]
-                stamp = options.start_ns + round((offset_s + t) * 1e9)
+                stamp = start_ns + round((offset_s + t) * 1e9)
                 stamp = max(stamp, last_ns + 1) if counts else stamp  # strictly increasing stamps
                 _, data = build.image(image, stamp)
                 writer.write(image_conn, stamp, data)
@@ -317,7 +323,7 @@ def make_bag(sources: Sequence[Path], out: Path, options: MakeOptions = MakeOpti
                     if depth is None:
                         depth = synthetic_depth(w, h, options.depth, options.depth_encoding, options.depth_m)
                     writer.write(depth_conn, stamp, build.depth(depth, stamp))
-                counts[image_conn.topic] = counts.get(image_conn.topic, 0) + 1
+                counts[image_conn] = counts.get(image_conn, 0) + 1
                 last_ns, t_end = stamp, t
             offset_s += t_end + (1.0 / options.rate_hz if options.rate_hz > 0 else period)
         if size is None:
@@ -329,9 +335,9 @@ def make_bag(sources: Sequence[Path], out: Path, options: MakeOptions = MakeOpti
         else:
             writer.abort()
             shutil.rmtree(out, ignore_errors=True)  # no half-written bag left behind
-    frames = counts[image_conn.topic]
+    frames = counts[image_conn]
     if info_conn is not None:
-        counts[info_conn.topic] = frames
+        counts[info_conn] = frames
     if depth_conn is not None:
-        counts[depth_conn.topic] = frames
-    return MadeBag(out, frames, size[0], size[1], (last_ns - options.start_ns) / 1e9, counts)
+        counts[depth_conn] = frames
+    return MadeBag(out, frames, size[0], size[1], (last_ns - start_ns) / 1e9, counts, start_ns)

@@ -181,6 +181,7 @@ class Verdict:
     baseline_stats: RunStats | None = None
     unmatched_current: int = 0
     unmatched_baseline: int = 0
+    latency_gate: str = ""  # which latency gates applied, in words
 
     @property
     def passed(self) -> bool:
@@ -292,9 +293,31 @@ def _ratio_check(
     return [Check(name, current, limit, "<=", current <= limit + 1e-9, unit)]
 
 
-def _aggregate_checks(stats: RunStats, base: RunStats | None, unmatched: int, tol: Tolerances) -> list[Check]:
+def _task_checks(current: Sequence[ResultRecord], tol: Tolerances) -> list[Check]:
+    """Each task's success rate against its minimum, and at least one successful request: a run in which
+    nothing was answered never passes, whatever the tolerances say."""
+    checks = [
+        Check(
+            "successful_requests",
+            float(sum(r.success for r in current)),
+            1.0,
+            ">=",
+            any(r.success for r in current),
+        )
+    ]
+    for task in sorted({r.task for r in current}):
+        mine = [r for r in current if r.task == task]
+        rate = sum(r.success for r in mine) / len(mine)
+        checks += _at_least(f"success_rate[{task}]", rate, tol.for_task(task).success_rate_min)
+    return checks
+
+
+def _aggregate_checks(
+    stats: RunStats, base: RunStats | None, unmatched: int, tol: Tolerances, current: Sequence[ResultRecord]
+) -> list[Check]:
     agg = tol.aggregate
-    checks = _at_least("success_rate", stats.success_rate, agg.success_rate_min)
+    checks = _task_checks(current, tol)
+    checks += _at_least("success_rate", stats.success_rate, agg.success_rate_min)
     checks += _at_most("latency_p95", stats.latency_p95_s, agg.latency_p95_max_s, " s")
     if base is None:
         return checks
@@ -350,7 +373,8 @@ def judge(
             RequestVerdict(c, None, {}, tuple(_request_checks(None, c, tolerances.for_task(c.task), {})))
             for c in current
         ]
-        return Verdict(tuple(requests), tuple(_aggregate_checks(stats, None, 0, tolerances)), stats)
+        aggregate = _aggregate_checks(stats, None, 0, tolerances, current)
+        return Verdict(tuple(requests), tuple(aggregate), stats, latency_gate=tolerances.latency_gate())
     pairs, extra, missing = match_records(baseline, current)
     partner = {id(c): b for b, c in pairs}
     requests = []
@@ -371,5 +395,13 @@ def judge(
         requests.append(RequestVerdict(None, b, {}, (), ("in the baseline only",)))
     base_stats = RunStats.of(baseline)
     unmatched = len(extra) + len(missing)
-    aggregate = _aggregate_checks(stats, base_stats, unmatched, tolerances)
-    return Verdict(tuple(requests), tuple(aggregate), stats, base_stats, len(extra), len(missing))
+    aggregate = _aggregate_checks(stats, base_stats, unmatched, tolerances, current)
+    return Verdict(
+        tuple(requests),
+        tuple(aggregate),
+        stats,
+        base_stats,
+        len(extra),
+        len(missing),
+        tolerances.latency_gate(),
+    )

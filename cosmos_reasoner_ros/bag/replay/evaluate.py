@@ -16,34 +16,33 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.files.integrity import Integrity, check_bag
+from cosmos_reasoner_ros.bag.files.io import typestore
+from cosmos_reasoner_ros.bag.files.reader import BagReader
+from cosmos_reasoner_ros.bag.files.topics import CameraTopics, choose_topics
+from cosmos_reasoner_ros.bag.names import child, safe_name
 from cosmos_reasoner_ros.bag.records import ResultRecord, record_from_msg
 from cosmos_reasoner_ros.bag.replay.node_process import (
+    NodeCamera,
     NodeHandle,
     NodeProcess,
     NodeStarter,
+    camera_names,
+    check_params_file,
     default_params_file,
-    depth_topics,
     namespaced_params_file,
     node_command,
     node_parameters,
 )
-from cosmos_reasoner_ros.bag.replay.plan import (
-    EvalOptions,
-    schedule,
-)
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, bag_label, schedule
 from cosmos_reasoner_ros.bag.replay.reason_goals import ReasonGoals
-from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["BagRunInfo", "evaluate_bags", "read_recorded"]
+__all__ = ["BagRunInfo", "bag_id", "evaluate_bags", "prepare_bag", "read_recorded"]
 
 
 # ------------------------------------------------------------------------------------------- one bag
@@ -51,7 +50,7 @@ __all__ = ["BagRunInfo", "evaluate_bags", "read_recorded"]
 
 @dataclass(frozen=True)
 class BagRunInfo:
-    """What a bag's replay took: wall time, frames published, the clock mode."""
+    """What a bag's replay took: wall time, frames published, the clock mode, the topics replayed."""
 
     bag: str
     path: Path
@@ -59,6 +58,9 @@ class BagRunInfo:
     requests: int
     frames_published: int
     lock_step: bool
+    cameras: tuple[str, ...] = ()  # the bag's camera topics that were replayed (the report draws the first)
+    first_ns: int = 0  # the replay's time 0: its first message (trigger times count from it)
+    notes: tuple[str, ...] = ()  # what could not be checked in the bag
 
 
 @dataclass
@@ -80,33 +82,69 @@ class _Shared:
 _LOCKSTEP_CREDIT = 8
 
 
-def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[list[ResultRecord], BagRunInfo]:
+def bag_id(integrity: Integrity, cameras: Sequence[str]) -> str:
+    """A short fingerprint of a recording's replayed camera topics: their names, message counts and time
+    spans. A baseline made from another recording under the same name differs in it."""
+    import hashlib
+
+    parts = [f"{c}:{integrity.counts.get(c, 0)}:{integrity.spans.get(c, (0, 0))}" for c in cameras]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def prepare_bag(bag: Path, options: EvalOptions) -> tuple[BagReader, CameraTopics, Integrity]:
+    """The bag opened, its topics chosen and the bag checked whole: what must hold before any node starts."""
+    reader = BagReader(bag)
+    try:
+        choice = choose_topics(reader, options.cameras, options.infos, options.depths, options.depth)
+        if options.verbose:
+            for line in choice.chosen:
+                print(f"cosmos-reasoner-bag: {reader.name}: {line}", file=sys.stderr)
+        integrity = check_bag(reader, choice.topics, warn=options.verbose)
+        if not any(integrity.counts.get(t, 0) for t in choice.cameras):
+            raise BagError(f"bag {bag} has no messages on {', '.join(choice.cameras)}: nothing to replay")
+    except BaseException:
+        reader.close()
+        raise
+    return reader, choice, integrity
+
+
+def _run_bag(
+    shared: _Shared, prepared: tuple[BagReader, CameraTopics, Integrity], label: str, namespace: str
+) -> tuple[list[ResultRecord], BagRunInfo]:
     import rclpy
     from rclpy.action.client import ActionClient
 
     from cosmos_reasoner_ros.action import Reason
     from cosmos_reasoner_ros.bag.replay.lockstep import IngestWatch
-    from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions
+    from cosmos_reasoner_ros.bag.replay.play import MATCH_SETTLE_S, Player, PlayOptions
     from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
 
     options, out = shared.options, shared.out
-    work = out / "bags" / label if namespace else out
+    reader, choice, integrity = prepared
+    safe_label = safe_name(label)
+    work = child(out / "bags", safe_label) if namespace else out
     work.mkdir(parents=True, exist_ok=True)
     media_root = options.media_dir or out / "media"
-    media = media_root / label if namespace else media_root
+    media = child(media_root, safe_label) if namespace else media_root
     media.mkdir(parents=True, exist_ok=True)
-    frames = FrameIndex(bag, options.image_topic)
-    reader_topics = {c.topic for c in frames.reader.connections}
-    remap = {t: f"{namespace}{t}" for t in reader_topics} if namespace else {}
-    image_topic = remap.get(frames.topic, frames.topic)
-    depth, info = depth_topics(frames.reader) if options.depth else ("", "")
-    depth, info = remap.get(depth, depth), remap.get(info, info)
+    remap = {t: f"{namespace}{t}" for t in choice.topics} if namespace else {}
+    cameras = [
+        NodeCamera(
+            name,
+            remap.get(topic, topic),
+            choice.kind(i) == "compressed",
+            remap.get(choice.depths[i], choice.depths[i]),
+            remap.get(choice.infos[i], choice.infos[i]) if choice.depths[i] else "",
+        )
+        for i, (name, topic) in enumerate(zip(camera_names(len(choice.cameras)), choice.cameras, strict=True))
+    ]
     node_fqn = f"{namespace}/{options.node_name}" if namespace else f"/{options.node_name}"
-    outputs = (out / "outputs" / label) if namespace else (out / "outputs")
+    outputs = child(out / "outputs", safe_label) if namespace else (out / "outputs")
     if options.record and outputs.exists():
         raise BagError(f"{outputs} exists already; choose a new report folder")
-    safe = "".join(ch if ch.isalnum() else "_" for ch in label)
-    node = rclpy.create_node(f"cosmos_reasoner_bag_evaluate_{safe}"[:60].rstrip("_"), context=shared.context)
+    node = rclpy.create_node(
+        f"cosmos_reasoner_bag_evaluate_{safe_label}"[:60].rstrip("_"), context=shared.context
+    )
     with shared.lock:
         shared.executor.add_node(node)
     handle: NodeHandle | None = None
@@ -115,8 +153,21 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
     player: Player | None = None
     started = time.monotonic()
     try:
-        player = Player(node, bag, PlayOptions(rate=options.rate, remap=remap))
-        plan = schedule(player.duration_s, options.goal_list())
+        player = Player(
+            node,
+            reader,
+            PlayOptions(
+                rate=options.rate,
+                cameras=choice.cameras,
+                infos=tuple(t for t in choice.infos if t),
+                depths=tuple(t for t in choice.depths if t),
+                depth=any(choice.depths),
+                remap=remap,
+                clock_topic=f"{namespace}/clock" if namespace else "/clock",
+                announce=False,
+            ),
+        )
+        plan = schedule(player.span_s, options.goal_list())
         watch = IngestWatch(node, f"{namespace}/diagnostics" if namespace else "/diagnostics")
         if shared.start_node is None:
             params_file = options.params_file or default_params_file()
@@ -124,15 +175,14 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
                 params_file = namespaced_params_file(
                     params_file, namespace, options.node_name, work / "params.yaml"
                 )
-            cmd = node_command(
-                options, image_topic, frames.compressed, media, depth, info, namespace, params_file
-            )
+            cmd = node_command(options, cameras, media, namespace, params_file)
             handle = NodeProcess(cmd, work / "node.log")
         else:
-            parameters = node_parameters(options, image_topic, frames.compressed, media, depth, info)
+            parameters = node_parameters(options, cameras, media)
             handle = shared.start_node(
                 options.params_file or default_params_file(), parameters, work / "node.log"
             )
+        player.start_clock()  # the node's clock reads the bag's start before its first frame
         client: ActionClient[Any, Any, Any] = ActionClient(node, Reason, f"{node_fqn}/reason")
         deadline = time.monotonic() + options.startup_timeout_s
         while not client.wait_for_server(timeout_sec=0.5):
@@ -141,26 +191,33 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
                 raise BagError(
                     f"reasoner_node's action server did not appear within {options.startup_timeout_s} s"
                 )
-        image_pub = player.publishers[frames.conn.id][1]
-        while image_pub.get_subscription_count() == 0:
-            handle.check_alive()
-            if time.monotonic() > deadline:
-                raise BagError("reasoner_node did not subscribe to the image topic")
-            time.sleep(0.05)
+        waits = [(player.publisher(t), f"the camera topic {t}") for t in choice.cameras]
+        waits.append((player.clock_publisher, "/clock (use_sim_time)"))
+        for publisher, what in waits:
+            while publisher.get_subscription_count() == 0:
+                handle.check_alive()
+                if time.monotonic() > deadline:
+                    raise BagError(f"reasoner_node did not subscribe to {what}")
+                time.sleep(0.05)
+        time.sleep(MATCH_SETTLE_S)  # the clock's first samples reach the node before the first frame
         if options.record:
             topics = [
                 t if t != "/diagnostics" else f"{namespace}/diagnostics" for t in default_topics(node_fqn)
             ]
             recorder = Recorder(node, outputs, topics, clock=player.bag_time_ns)
-            for conn in player.connections:
-                recorder.add_passthrough(conn.id, conn.topic, conn.msgtype)
+            for t in player.topics:
+                recorder.add_passthrough(t, t, reader.topics[t].msgtype, player.store)
             recorder.discover()
 
         goals = ReasonGoals(client, shared.gate, lambda: shared.bar.update(1), options.timeout_s)
         queue = list(plan)
-        published = {"images": 0}
+        node_topics = [c.topic for c in cameras]
         alive = handle.check_alive
         next_discovery = [time.monotonic() + 1.0]
+
+        def sent(i: int) -> int:
+            assert player is not None
+            return player.sent.get(choice.cameras[i], 0)
 
         def fire(upto_s: float | None) -> None:
             due = [item for item in queue if upto_s is None or item[0] < upto_s - 1e-9]
@@ -168,7 +225,8 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
                 return
             if options.lock_step:
                 assert watch is not None and player is not None
-                watch.wait(image_topic, published["images"], options.timeout_s, alive)
+                for i, topic in enumerate(node_topics):
+                    watch.wait(topic, sent(i), options.timeout_s, alive)
                 player.wait_acked(2.0)  # depth and CameraInfo: reliable, delivered before the request
             for item in due:
                 queue.remove(item)
@@ -180,24 +238,21 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
         def before_publish(bag_ns: int) -> None:
             # A trigger fires once every message stamped before it has gone out.
             assert player is not None
-            fire((bag_ns - player.start_ns) / 1e9)
+            fire((bag_ns - player.first_ns) / 1e9)
             alive()
             if recorder is not None and time.monotonic() > next_discovery[0]:
                 recorder.discover()  # topics the node creates late (none today; cheap insurance)
                 next_discovery[0] = time.monotonic() + 1.0
 
-        def after_publish(conn: Any, bag_ns: int, data: bytes) -> None:
+        def after_publish(topic: str, bag_ns: int, data: bytes) -> None:
             if recorder is not None:
-                recorder.write_passthrough(conn.id, bag_ns, data)
-            if conn.id != frames.conn.id:
+                recorder.write_passthrough(topic, bag_ns, data)
+            if topic not in choice.cameras or not options.lock_step or watch is None:
                 return
-            published["images"] += 1
-            if options.lock_step and watch is not None:
-                behind = published["images"] - watch.handled(image_topic)
-                if behind >= _LOCKSTEP_CREDIT:
-                    watch.wait(
-                        image_topic, published["images"] - _LOCKSTEP_CREDIT // 2, options.timeout_s, alive
-                    )
+            i = choice.cameras.index(topic)
+            behind = sent(i) - watch.handled(node_topics[i])
+            if behind >= _LOCKSTEP_CREDIT:
+                watch.wait(node_topics[i], sent(i) - _LOCKSTEP_CREDIT // 2, options.timeout_s, alive)
 
         stats = player.run(before_publish=before_publish, after_publish=after_publish)
         fire(None)  # triggers at the very end of the bag
@@ -205,29 +260,32 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
         if recorder is not None:
             time.sleep(0.5)  # the result topic's last samples, published just before the action results
             recorder.close()
+        identity = bag_id(integrity, choice.cameras)
         records = []
         for p in goals.items:
             if p.result is not None:
-                records.append(record_from_msg(p.result, p.trigger_s, bag=label, step=p.spec.step))
+                record = record_from_msg(p.result, p.trigger_s, bag=label, step=p.spec.step)
             else:
-                records.append(
-                    ResultRecord(
-                        task=p.spec.task,
-                        instruction=p.spec.instruction,
-                        step=p.spec.step,
-                        trigger_s=p.trigger_s,
-                        error_kind="internal" if p.done.is_set() else "timeout",
-                        error=p.error or "no result within the timeout",
-                        bag=label,
-                    )
+                record = ResultRecord(
+                    task=p.spec.task,
+                    instruction=p.spec.instruction,
+                    step=p.spec.step,
+                    trigger_s=p.trigger_s,
+                    error_kind="internal" if p.done.is_set() else "timeout",
+                    error=p.error or "no result within the timeout",
+                    bag=label,
                 )
+            records.append(replace(record, bag_id=identity))
         info_ = BagRunInfo(
             label,
-            bag,
+            reader.path,
             time.monotonic() - started,
             len(records),
-            stats.per_topic.get(image_topic, 0),
+            stats.per_topic.get(remap.get(choice.cameras[0], choice.cameras[0]), 0),
             options.lock_step,
+            choice.cameras,
+            player.first_ns,
+            tuple(integrity.notes),
         )
         return records, info_
     finally:
@@ -239,7 +297,6 @@ def _run_bag(shared: _Shared, bag: Path, label: str, namespace: str) -> tuple[li
             watch.close()
         if player is not None:
             player.close()
-        frames.close()
         with shared.lock:
             shared.executor.remove_node(node)
         node.destroy_node()
@@ -286,9 +343,10 @@ def evaluate_bags(
 ) -> tuple[list[ResultRecord], list[BagRunInfo]]:
     """Replay each bag into a fresh reasoner_node and collect one record per goal, in the bags' order.
 
-    With `options.in_flight` N > 1 (and no `start_node`), up to N bags play at once, each into its own node
-    under the namespace /eval<k>. start_node: how the node starts (e.g. `ros2 launch`); then bags play one at
-    a time under the bag's own topic names. None: `python -m cosmos_reasoner_ros.node` here."""
+    Every bag is opened, its topics chosen and checked whole, and every trigger time checked, before any node
+    starts. With `options.in_flight` N > 1 (and no `start_node`), up to N bags play at once, each into its own
+    node under the namespace /eval<k>. start_node: how the node starts (e.g. `ros2 launch`); then bags play
+    one at a time under the bag's own topic names. None: `python -m cosmos_reasoner_ros.node` here."""
     from tqdm import tqdm
 
     from cosmos_reasoner_ros.bag.replay.lockstep import RequestGate
@@ -297,35 +355,48 @@ def evaluate_bags(
         raise BagError("no bag to evaluate")
     if not options.rate > 0:
         raise BagError(f"rate must be > 0, got {options.rate}")
-    out.mkdir(parents=True, exist_ok=True)
-    labels = [b.name for b in bags] if len(bags) > 1 else [""]  # one bag: results match whatever its name
-    total = 0
-    for bag in bags:  # every bag and trigger checked before any node starts
-        reader = open_reader(bag)
-        try:
-            total += len(schedule((reader.end_time - reader.start_time) / 1e9, options.goal_list()))
-        finally:
-            reader.close()
-    concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))
-    namespaced = start_node is None and len(bags) > 1
-    bar = tqdm(total=total, unit="req", desc="evaluate", disable=not options.progress, file=sys.stderr)
-    results: dict[int, tuple[list[ResultRecord], BagRunInfo]] = {}
+    if options.params_file is not None:
+        check_params_file(options.params_file)
+    labels = [bag_label(b) for b in bags]
+    prepared: list[tuple[BagReader, CameraTopics, Integrity]] = []
     try:
-        with _ros() as (context, executor):
-            shared = _Shared(context, executor, RequestGate(options.in_flight), bar, options, out, start_node)
+        total = 0
+        for bag in bags:
+            prepared.append(prepare_bag(bag, options))
+            _, choice, integrity = prepared[-1]
+            first = min(integrity.spans[t][0] for t in choice.topics if t in integrity.spans)
+            last = max(integrity.spans[t][1] for t in choice.topics if t in integrity.spans)
+            total += len(schedule((last - first) / 1e9, options.goal_list()))
+        out.mkdir(parents=True, exist_ok=True)
+        concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))
+        namespaced = start_node is None and len(bags) > 1
+        bar = tqdm(total=total, unit="req", desc="evaluate", disable=not options.progress, file=sys.stderr)
+        results: dict[int, tuple[list[ResultRecord], BagRunInfo]] = {}
+        try:
+            with _ros() as (context, executor):
+                shared = _Shared(
+                    context, executor, RequestGate(options.in_flight), bar, options, out, start_node
+                )
 
-            def one(i: int) -> None:
-                results[i] = _run_bag(shared, bags[i], labels[i], f"/eval{i + 1}" if namespaced else "")
+                def one(i: int) -> None:
+                    results[i] = _run_bag(
+                        shared, prepared[i], labels[i], f"/eval{i + 1}" if namespaced else ""
+                    )
 
-            if concurrent == 1:
-                for i in range(len(bags)):
-                    one(i)
-            else:
-                with ThreadPoolExecutor(max_workers=concurrent, thread_name_prefix="evaluate-bag") as pool:
-                    for future in [pool.submit(one, i) for i in range(len(bags))]:
-                        future.result()
+                if concurrent == 1:
+                    for i in range(len(bags)):
+                        one(i)
+                else:
+                    with ThreadPoolExecutor(
+                        max_workers=concurrent, thread_name_prefix="evaluate-bag"
+                    ) as pool:
+                        for future in [pool.submit(one, i) for i in range(len(bags))]:
+                            future.result()
+        finally:
+            bar.close()
     finally:
-        bar.close()
+        for reader, _, _ in prepared:
+            reader.close()
     records = [r for i in range(len(bags)) for r in results[i][0]]
     return records, [results[i][1] for i in range(len(bags))]
 
@@ -335,18 +406,19 @@ def evaluate_bags(
 
 def read_recorded(results_bag: Path) -> list[ResultRecord]:
     """ReasonerResult messages of a recorded bag (every topic of that type), as records; the trigger time is
-    the message's time in that bag from its start."""
-    reader = open_reader(results_bag)
-    try:
-        conns = [c for c in reader.connections if c.msgtype == "cosmos_reasoner_ros/msg/ReasonerResult"]
-        if not conns:
-            have = ", ".join(f"{c.topic} ({c.msgtype})" for c in reader.connections) or "none"
-            raise BagError(f"bag {results_bag} has no ReasonerResult topic; it has: {have}")
-        store = typestore()
-        start = reader.start_time
-        return [
-            record_from_msg(store.deserialize_cdr(data, conn.msgtype), (bag_ns - start) / 1e9)
-            for conn, bag_ns, data in messages(reader, conns)
+    the message's time in that bag from its first message."""
+    with BagReader(results_bag) as reader:
+        topics = [
+            t.name for t in reader.topics.values() if t.msgtype == "cosmos_reasoner_ros/msg/ReasonerResult"
         ]
-    finally:
-        reader.close()
+        if not topics:
+            raise BagError(
+                f"bag {results_bag} has no ReasonerResult topic; it has: {reader.describe_topics()}"
+            )
+        check_bag(reader, topics)
+        store = typestore()
+        start = reader.start_ns
+        return [
+            record_from_msg(store.deserialize_cdr(m.data, m.msgtype), (m.log_ns - start) / 1e9)
+            for m in reader.messages(topics)
+        ]

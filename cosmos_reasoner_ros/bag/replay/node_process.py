@@ -8,8 +8,9 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import yaml
 
@@ -18,11 +19,13 @@ from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
 from cosmos_reasoner_ros.package_files import package_file
 
 __all__ = [
+    "NodeCamera",
     "NodeHandle",
     "NodeProcess",
     "NodeStarter",
+    "camera_names",
+    "check_params_file",
     "default_params_file",
-    "depth_topics",
     "namespaced_params_file",
     "node_command",
     "node_parameters",
@@ -36,40 +39,47 @@ def default_params_file() -> Path | None:
 _EMPTY = "''"  # a YAML empty string: rcl rejects `name:=` with nothing after it
 
 
-def depth_topics(reader: Any) -> tuple[str, str]:
-    """(depth image topic, CameraInfo topic) of a bag, or empty strings when it lacks either."""
-    depth = next(
-        (c.topic for c in reader.connections if c.msgtype == "sensor_msgs/msg/Image" and "depth" in c.topic),
-        "",
-    )
-    info = next((c.topic for c in reader.connections if c.msgtype == "sensor_msgs/msg/CameraInfo"), "")
-    return (depth, info) if depth and info else ("", "")
-
-
 def _simultaneous(options: EvalOptions) -> int:
     return max(1, len(options.goal_list()))
 
 
-def node_parameters(
-    options: EvalOptions,
-    image_topic: str,
-    compressed: bool,
-    media_dir: Path,
-    depth_topic: str = "",
-    info_topic: str = "",
-) -> list[str]:
+@dataclass(frozen=True)
+class NodeCamera:
+    """One camera of the replayed node: its name, the topics it subscribes to (after remapping)."""
+
+    name: str
+    topic: str
+    compressed: bool = False
+    depth_topic: str = ""
+    info_topic: str = ""
+
+
+def camera_names(count: int) -> list[str]:
+    """camera, camera2, camera3, ...: the node's camera names for a replay."""
+    return ["camera" if i == 0 else f"camera{i + 1}" for i in range(count)]
+
+
+def node_parameters(options: EvalOptions, cameras: Sequence[NodeCamera], media_dir: Path) -> list[str]:
     """The node's parameters for a replay of the bag, as `name:=value` (YAML values, as `-p` takes them); they
-    override the parameter file."""
+    override the parameter file. The node runs on the bag's clock (use_sim_time; the player publishes
+    /clock), so that stamps, ages and max_result_age_s are in the bag's time."""
     from cosmos_reasoner_ros.bag.replay.lockstep import DIAGNOSTICS_PERIOD_S
 
     in_flight = max(_simultaneous(options), options.in_flight)
-    return [
+    params = [
+        "use_sim_time:=true",
         f"server_url:={options.server_url}",
-        "cameras:=[camera]",
-        f"camera.camera.topic:={image_topic}",
-        f"camera.camera.compressed:={'true' if compressed else 'false'}",
-        f"camera.camera.depth_topic:={depth_topic or _EMPTY}",
-        f"camera.camera.camera_info_topic:={info_topic or _EMPTY}",
+        f"cameras:=[{','.join(c.name for c in cameras)}]",
+    ]
+    for c in cameras:
+        params += [
+            f"camera.{c.name}.topic:={c.topic}",
+            f"camera.{c.name}.compressed:={'true' if c.compressed else 'false'}",
+            f"camera.{c.name}.depth_topic:={c.depth_topic or _EMPTY}",
+            f"camera.{c.name}.camera_info_topic:={c.info_topic or _EMPTY}",
+        ]
+    return [
+        *params,
         f"media_dir:={media_dir}",
         "trigger_period_s:=0.0",
         "image_qos:=reliable",
@@ -78,6 +88,20 @@ def node_parameters(
         *([f"diagnostics_period_s:={DIAGNOSTICS_PERIOD_S}"] if options.lock_step else []),
         *options.params,
     ]
+
+
+def check_params_file(path: Path) -> None:
+    """A node parameter file as rcl reads it: a mapping of node names to `ros__parameters` mappings. Checked
+    before any node starts, so that a bad file is one line, not the node's traceback."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise BagError(f"cannot read node parameters {path}: {str(exc)[:200]}") from None
+    if not isinstance(data, dict) or not data:
+        raise BagError(f"node parameters {path} must map node names to {{ros__parameters: ...}}")
+    for node, block in data.items():
+        if not isinstance(block, dict) or not isinstance(block.get("ros__parameters"), dict):
+            raise BagError(f"node parameters {path}: {str(node)[:80]!r} needs a ros__parameters mapping")
 
 
 def namespaced_params_file(params_file: Path, namespace: str, node_name: str, out: Path) -> Path:
@@ -97,11 +121,8 @@ def namespaced_params_file(params_file: Path, namespace: str, node_name: str, ou
 
 def node_command(
     options: EvalOptions,
-    image_topic: str,
-    compressed: bool,
+    cameras: Sequence[NodeCamera],
     media_dir: Path,
-    depth_topic: str = "",
-    info_topic: str = "",
     namespace: str = "",
     params_file: Path | None = None,
 ) -> list[str]:
@@ -115,10 +136,12 @@ def node_command(
         f"__node:={options.node_name}",
     ]
     if namespace:
+        # /diagnostics and /clock are absolute: each replay's node gets its own.
         cmd += ["-r", f"__ns:={namespace}", "-r", f"/diagnostics:={namespace}/diagnostics"]
+        cmd += ["-r", f"/clock:={namespace}/clock"]
     if params_file is not None:
         cmd += ["--params-file", str(params_file)]
-    for value in node_parameters(options, image_topic, compressed, media_dir, depth_topic, info_topic):
+    for value in node_parameters(options, cameras, media_dir):
         cmd += ["-p", value]
     return cmd
 

@@ -4,13 +4,14 @@ process, scenarios and suites share). Plain Python, no ROS."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError
 
-__all__ = ["EvalOptions", "Goal", "TaskSpec", "bag_paths", "schedule", "trigger_times"]
+__all__ = ["EvalOptions", "Goal", "TaskSpec", "bag_label", "bag_paths", "schedule", "trigger_times"]
 
 
 @dataclass(frozen=True)
@@ -59,21 +60,53 @@ def schedule(duration_s: float, goals: Sequence[Goal]) -> list[tuple[float, Task
     return [(t, spec) for t, _, spec in sorted(items, key=lambda i: (i[0], i[1]))]
 
 
+def _is_bag(path: Path) -> bool:
+    return (path / "metadata.yaml").is_file() or any(
+        p.suffix in (".mcap", ".db3") and p.is_file() for p in path.iterdir()
+    )
+
+
+def _bags_under(folder: Path) -> list[Path]:
+    """Every bag folder under `folder`, following symbolic links (a folder of links to recordings) but never
+    around a loop; sorted by path."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for root, dirs, _ in os.walk(folder, followlinks=True):
+        here = Path(root)
+        real = here.resolve()
+        if real in seen:  # a link back up the tree
+            dirs[:] = []
+            continue
+        seen.add(real)
+        if here != folder and _is_bag(here):
+            found.append(here)
+            dirs[:] = []  # a bag's own sub-folders are not bags of the folder
+        dirs.sort()
+    return sorted(found)
+
+
 def bag_paths(paths: Sequence[Path]) -> list[Path]:
-    """Bags given directly or as folders of bags (every sub-folder with a metadata.yaml, sorted)."""
+    """Bags given directly (a bag folder, a folder of .mcap/.db3 files, or one such file) or as folders of
+    bags (every sub-folder that is a bag, symbolic links followed, sorted)."""
     found: list[Path] = []
     for path in paths:
-        if (path / "metadata.yaml").is_file() or not path.is_dir():
+        if not path.is_dir() or _is_bag(path):  # (a missing path is reported when the bag is opened)
             found.append(path)
             continue
-        inside = sorted(p.parent for p in path.rglob("metadata.yaml"))
+        inside = _bags_under(path)
         if not inside:
             raise BagError(f"{path} is neither a bag nor a folder holding bags")
         found += inside
-    labels = [p.name for p in found]
+    labels = [bag_label(p) for p in found]
     if len(set(labels)) != len(labels):
         raise BagError(f"bags need distinct folder names to be told apart in the report: {labels}")
     return found
+
+
+def bag_label(path: Path) -> str:
+    """A bag's name in records and reports: its folder's (or file's) name as given, links not resolved."""
+    path = path.absolute()
+    return path.stem if path.is_file() else path.name
 
 
 @dataclass(frozen=True)
@@ -85,7 +118,9 @@ class EvalOptions:
     goals: tuple[
         Goal, ...
     ] = ()  # each task at its own times (scenarios); when given, tasks/period/at are not used
-    image_topic: str = ""  # empty: the bag's only colour image topic
+    cameras: tuple[str, ...] = ()  # camera topics; empty: the bag's only camera topic
+    infos: tuple[str, ...] = ()  # their CameraInfo topics; empty: found in the camera's namespace
+    depths: tuple[str, ...] = ()  # their depth topics; empty: found when unambiguous
     params_file: Path | None = None  # node parameters; None: the shipped config/reasoner.yaml
     params: tuple[str, ...] = ()  # extra node parameters, name:=value
     rate: float = 1.0
@@ -100,6 +135,7 @@ class EvalOptions:
     progress: bool = True
     record: bool = False  # also record the camera and the node's outputs into <out>/outputs (mcap)
     depth: bool = True  # give the node the bag's depth + CameraInfo topics (3D trajectories)
+    verbose: bool = True  # say on stderr which topics were chosen (and what could not be checked)
     media_dir: Path | None = None  # where the node writes clips (the server must read it); a folder per bag
 
     def goal_list(self) -> tuple[Goal, ...]:

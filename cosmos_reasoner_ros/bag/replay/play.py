@@ -1,10 +1,18 @@
-"""`cosmos-reasoner-bag play`: publishes a bag's stored CDR bytes through rclpy with the recorded timing (rate
-factor, loops, remapping, start offset) and measures how late each message went out."""
+"""`cosmos-reasoner-bag play`: publishes a recording's camera topics (or the topics named) through rclpy with
+the recorded timing (rate factor, loops, remapping, start offset), publishes `/clock` in the bag's time as
+`ros2 bag play --clock` does, and measures how late each message went out.
+
+Only the chosen topics are read: the camera topics and their CameraInfo and depth topics (named, or found by
+message type, files/topics.py), plus any named with `topics`. The bag is checked whole before the first
+message goes out (files/integrity.py): a damaged bag is never replayed. Camera topics recorded as video
+(foxglove_msgs/msg/CompressedVideo) are decoded and published as sensor_msgs/Image on the same topic name."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -16,7 +24,11 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import connections_for, messages, open_reader
+from cosmos_reasoner_ros.bag.files.integrity import check_bag
+from cosmos_reasoner_ros.bag.files.reader import BagReader
+from cosmos_reasoner_ros.bag.files.topics import VIDEO_TYPE, CameraTopics, choose_topics
+from cosmos_reasoner_ros.bag.files.video import VideoDecoder
+from cosmos_reasoner_ros.bag.judge.metrics import percentile
 
 QOS_CHOICES = ("reliable", "sensor_data", "transient_local")
 
@@ -29,7 +41,12 @@ class PlayOptions:
     rate: float = 1.0  # playback speed factor (2.0: twice as fast)
     loops: int = 1  # how often to play the bag; 0: until stopped
     start_offset_s: float = 0.0  # [s] skip this much of the bag's beginning
-    topics: tuple[str, ...] = ()  # bag topics to play; empty: all
+    cameras: tuple[str, ...] = ()  # camera topics; empty: the bag's only camera topic
+    infos: tuple[str, ...] = ()  # their CameraInfo topics; empty: found by namespace
+    depths: tuple[str, ...] = ()  # their depth topics; empty: found when unambiguous
+    depth: bool = True  # also play the depth topic (when there is one)
+    topics: tuple[str, ...] = ()  # further topics to play (alone: only these)
+    all_topics: bool = False  # every topic whose type rclpy has (the others are named and left out)
     remap: Mapping[str, str] = field(default_factory=dict)  # bag topic -> published topic
     # Reliable keep-last is the default because replay tests must not lose frames between processes;
     # sensor_data (best effort) is what a real camera driver offers.
@@ -40,12 +57,18 @@ class PlayOptions:
     # [s] after the last message, wait up to this long until reliable subscribers have acknowledged
     # everything: a player that exits at once takes its last, not yet delivered messages with it.
     drain_s: float = 5.0
+    clock: bool = True  # publish rosgraph_msgs/Clock in the bag's time (nodes with use_sim_time follow it)
+    clock_topic: str = "/clock"
+    clock_hz: float = 40.0  # [Hz] /clock while nothing else is published (also while paused: the same time)
+    announce: bool = True  # say on stderr which topics were chosen
 
     def check(self) -> None:
         if not self.rate > 0:
             raise BagError(f"rate must be > 0, got {self.rate}")
         if self.loops < 0 or self.start_offset_s < 0 or self.qos_depth < 1 or self.drain_s < 0:
             raise BagError("loops, start offset and drain must be >= 0, qos depth >= 1")
+        if not 0 < self.clock_hz <= 1000:
+            raise BagError(f"clock rate must be in (0, 1000] Hz, got {self.clock_hz}")
         for name in (self.qos, *self.topic_qos.values()):
             if name not in QOS_CHOICES:
                 raise BagError(f"unknown qos {name!r}; use one of {', '.join(QOS_CHOICES)}")
@@ -60,14 +83,14 @@ class PlayStats:
     unacknowledged: list[str] = field(default_factory=list)  # topics not acknowledged within drain_s
 
     def summary(self) -> dict[str, Any]:
-        lags = sorted(self.lags_s)
+        lags = self.lags_s
         return {
             "published": self.published,
             "per_topic": dict(self.per_topic),
             "wall_s": round(self.wall_s, 3),
             "lag_median_ms": round(statistics.median(lags) * 1e3, 3) if lags else 0.0,
-            "lag_p95_ms": round(lags[min(len(lags) - 1, int(0.95 * len(lags)))] * 1e3, 3) if lags else 0.0,
-            "lag_max_ms": round(lags[-1] * 1e3, 3) if lags else 0.0,
+            "lag_p95_ms": round(percentile(lags, 0.95) * 1e3, 3),
+            "lag_max_ms": round(max(lags) * 1e3, 3) if lags else 0.0,
             "unacknowledged": list(self.unacknowledged),
         }
 
@@ -85,10 +108,13 @@ def parse_remap(items: Sequence[str]) -> dict[str, str]:
 
 def message_class(msgtype: str) -> Any:
     """The rclpy message class of `pkg/msg/Name`."""
-    package, kind, name = msgtype.split("/")
+    parts = msgtype.split("/")
+    if len(parts) == 2:  # `pkg/Name`, as older recordings name types
+        parts.insert(1, "msg")
     try:
+        package, kind, name = parts
         return getattr(importlib.import_module(f"{package}.{kind}"), name)
-    except (ImportError, AttributeError):
+    except (ImportError, AttributeError, ValueError):
         raise BagError(f"message type {msgtype} is not installed for rclpy") from None
 
 
@@ -104,11 +130,15 @@ def qos_profile(name: str, depth: int) -> QoSProfile:
     )
 
 
+# rosgraph_msgs/Clock as rclcpp::ClockQoS: the newest value is all that counts.
+CLOCK_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
 class Player:
     """Plays one bag on a node's publishers. `run` blocks (call it from a thread when the node spins
     elsewhere)."""
 
-    def __init__(self, node: Node, bag: Path, options: PlayOptions = PlayOptions()) -> None:
+    def __init__(self, node: Node, bag: Path | BagReader, options: PlayOptions = PlayOptions()) -> None:
         options.check()
         self.node = node
         self.options = options
@@ -116,29 +146,139 @@ class Player:
         self._running = False
         self._paused = False
         self._loop_ns = 0
-        self.reader = open_reader(bag)
+        self._clock_pub: Any = None
+        self._clock_lock = threading.Lock()
+        self._clock_stop = threading.Event()
+        self._clock_thread: threading.Thread | None = None
+        self.reader = bag if isinstance(bag, BagReader) else BagReader(bag)
+        self.publishers: dict[str, tuple[str, Any]] = {}  # bag topic -> (published topic, publisher)
+        self.sent: dict[str, int] = {}  # bag topic -> messages published (decoded video: frames)
         try:
-            self.connections = connections_for(self.reader, options.topics)
-            self.start_ns = self.reader.start_time + round(options.start_offset_s * 1e9)
-            self.end_ns = self.reader.end_time
+            self.choice, topics = self._select()
+            self.integrity = check_bag(self.reader, topics, warn=options.announce)
+            spans = [self.integrity.spans[t] for t in topics if t in self.integrity.spans]
+            if not spans:
+                raise BagError(
+                    f"bag {self.reader.path} has no messages on {', '.join(topics)}: nothing to replay"
+                )
+            self.first_ns = min(s[0] for s in spans)  # the replay's time 0: its first message
+            self.start_ns = self.first_ns + round(options.start_offset_s * 1e9)
+            self.end_ns = max(s[1] for s in spans)
             self._last_ns = self.start_ns
-            if self.start_ns >= self.end_ns:
+            if self.start_ns > self.end_ns:
                 raise BagError(f"start offset {options.start_offset_s} s is past the bag's end")
-            self.publishers: dict[int, Any] = {}
+            self.topics = topics
+            self.store, unknown = self.reader.typestore(topics)
+            self.decoders = {
+                t: VideoDecoder(t) for t in topics if self.reader.topics[t].msgtype == VIDEO_TYPE
+            }
+            for t in self.decoders:
+                if VIDEO_TYPE in unknown:
+                    raise BagError(f"topic {t}: {VIDEO_TYPE} cannot be read: {unknown[VIDEO_TYPE]}")
             by_topic: dict[str, Any] = {}
-            for conn in self.connections:
-                topic = options.remap.get(conn.topic, conn.topic)
+            for name in topics:
+                topic = options.remap.get(name, name)
                 if topic not in by_topic:
-                    qos = qos_profile(options.topic_qos.get(conn.topic, options.qos), options.qos_depth)
-                    by_topic[topic] = node.create_publisher(message_class(conn.msgtype), topic, qos)
-                self.publishers[conn.id] = (topic, by_topic[topic])
+                    qos = qos_profile(options.topic_qos.get(name, options.qos), options.qos_depth)
+                    by_topic[topic] = node.create_publisher(self._class(name), topic, qos)
+                self.publishers[name] = (topic, by_topic[topic])
+            if options.clock:
+                from rosgraph_msgs.msg import Clock
+
+                self._clock_pub = node.create_publisher(Clock, options.clock_topic, CLOCK_QOS)
         except BaseException:
-            self.reader.close()
+            self.close()
             raise
+
+    def _select(self) -> tuple[CameraTopics | None, list[str]]:
+        o, bag = self.options, self.reader
+        skipped = []
+        if o.all_topics:
+            topics = []
+            for t in sorted(bag.topics.values(), key=lambda t: t.name):
+                if t.name == o.clock_topic and o.clock:
+                    skipped.append(f"{t.name} (this player publishes the clock)")
+                elif not t.readable:
+                    skipped.append(f"{t.name} ({t.encoding} encoding)")
+                elif t.msgtype != VIDEO_TYPE and not _importable(t.msgtype):
+                    skipped.append(f"{t.name} ({t.msgtype}: not installed for rclpy)")
+                else:
+                    topics.append(t.name)
+            choice = None
+        elif o.topics and not (o.cameras or o.infos or o.depths):
+            topics, choice = [bag.topic(t).name for t in o.topics], None
+        else:
+            choice = choose_topics(bag, o.cameras, o.infos, o.depths, o.depth)
+            topics = list(dict.fromkeys([*choice.topics, *(bag.topic(t).name for t in o.topics)]))
+        if o.announce:
+            lines = list(choice.chosen) if choice else []
+            if skipped:
+                lines.append(f"left out {len(skipped)} topic(s): {', '.join(skipped[:20])}")
+            left = len(bag.topics) - len(topics) - len(skipped)
+            if left > 0 and not o.all_topics:
+                lines.append(f"{left} other topic(s) of the bag not played")
+            for line in lines:
+                print(f"cosmos-reasoner-bag: {bag.name}: {line}", file=sys.stderr)
+        if not topics:
+            raise BagError(f"bag {bag.path}: no topic to play; it has: {bag.describe_topics()}")
+        return choice, topics
+
+    def _class(self, topic: str) -> Any:
+        if topic in self.decoders:
+            from sensor_msgs.msg import Image
+
+            return Image
+        return message_class(self.reader.topics[topic].msgtype)
 
     @property
     def duration_s(self) -> float:
+        """From the replay's first message (or the start offset) to its last."""
         return (self.end_ns - self.start_ns) / 1e9
+
+    @property
+    def span_s(self) -> float:
+        """From the replay's first message to its last: trigger times are seconds from that first message."""
+        return (self.end_ns - self.first_ns) / 1e9
+
+    def publisher(self, topic: str) -> Any:
+        return self.publishers[topic][1]
+
+    # ----------------------------------------------------------------------------------------- clock
+
+    @property
+    def clock_publisher(self) -> Any:
+        return self._clock_pub
+
+    def _publish_clock(self, ns: int) -> None:
+        if self._clock_pub is None:
+            return
+        from rosgraph_msgs.msg import Clock
+
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = divmod(max(0, ns), 1_000_000_000)
+        with self._clock_lock:
+            if self._clock_pub is not None:
+                self._clock_pub.publish(msg)
+
+    def start_clock(self) -> None:
+        """Publish the bag's start time now and then at clock_hz until close(): a node with use_sim_time
+        reads time 0 until its first /clock, and would take the first frames as stamped in the future."""
+        if self._clock_pub is None or self._clock_thread is not None:
+            return
+        self._publish_clock(self.bag_time_ns())
+        period = 1.0 / self.options.clock_hz
+
+        def tick() -> None:
+            while not self._clock_stop.wait(period):
+                try:
+                    self._publish_clock(self.bag_time_ns())
+                except Exception:  # the context went away (Ctrl-C): the clock ends with it
+                    return
+
+        self._clock_thread = threading.Thread(target=tick, daemon=True, name="bag-clock")
+        self._clock_thread.start()
+
+    # ------------------------------------------------------------------------------------------- play
 
     def wait_for_subscribers(self, timeout_s: float, stop: threading.Event | None = None) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -156,21 +296,25 @@ class Player:
         self,
         stop: threading.Event | None = None,
         before_publish: Callable[[int], None] | None = None,
-        after_publish: Callable[[Any, int, bytes], None] | None = None,
+        after_publish: Callable[[str, int, bytes], None] | None = None,
     ) -> PlayStats:
         """Publish until the last loop ends or `stop` is set.
 
-        `before_publish(bag_ns)` runs before each message and `after_publish(connection, bag_ns, data)` after
-        it; time spent inside them pauses the playback clock (evaluation waits for answers this way)."""
+        `before_publish(bag_ns)` runs before each message and `after_publish(bag topic, bag_ns, data)` after
+        it (data: the recorded bytes); time spent inside them pauses the playback clock (evaluation waits for
+        answers this way)."""
         stop = stop or threading.Event()
+        self.start_clock()
         if self.options.wait_for_subscribers_s > 0:
             self.wait_for_subscribers(self.options.wait_for_subscribers_s, stop)
         stats = PlayStats()
         rate = self.options.rate
-        span_ns = self.end_ns - self.start_ns
+        span_ns = self.end_ns - self.start_ns + 1
         begin = time.monotonic()
         self._base, self._running = begin, True
         loop = 0
+        # Video needs its keyframe: read from the first message and decode what lies before the offset.
+        read_from = self.first_ns if self.decoders else self.start_ns
 
         def hook(call: Callable[[], None]) -> None:
             entered = time.monotonic()
@@ -181,33 +325,62 @@ class Player:
                 self._paused = False
                 self._base += time.monotonic() - entered
 
-        while not stop.is_set() and (self.options.loops == 0 or loop < self.options.loops):
-            self._loop_ns = loop * span_ns
-            for conn, bag_ns, data in messages(self.reader, self.connections, self.start_ns):
-                if stop.is_set():
-                    break
-                if before_publish is not None:
-                    hook(lambda: before_publish(bag_ns))  # noqa: B023 (called at once)
-                due = self._base + ((bag_ns - self.start_ns) + loop * span_ns) / 1e9 / rate
-                while (wait := due - time.monotonic()) > 0:
-                    if stop.wait(min(wait, 0.1)):
+        try:
+            while not stop.is_set() and (self.options.loops == 0 or loop < self.options.loops):
+                self._loop_ns = loop * span_ns
+                self.decoders = {t: VideoDecoder(t) for t in self.decoders}  # each loop from a keyframe
+                for m in self.reader.messages(self.topics, read_from):
+                    if stop.is_set():
                         break
-                if stop.is_set():
-                    break
-                topic, publisher = self.publishers[conn.id]
-                stats.lags_s.append(time.monotonic() - due)
-                publisher.publish(data)
-                self._last_ns = bag_ns
-                stats.published += 1
-                stats.per_topic[topic] = stats.per_topic.get(topic, 0) + 1
-                if after_publish is not None:
-                    hook(lambda: after_publish(conn, bag_ns, data))  # noqa: B023
-            loop += 1
-        stats.wall_s = time.monotonic() - begin
-        self._running = False
+                    outgoing = self._outgoing(m.topic, m.data)
+                    if m.log_ns < self.start_ns or not outgoing:
+                        continue
+                    if before_publish is not None:
+                        hook(lambda: before_publish(m.log_ns))  # noqa: B023 (called at once)
+                    due = self._base + ((m.log_ns - self.start_ns) + loop * span_ns) / 1e9 / rate
+                    while (wait := due - time.monotonic()) > 0:
+                        if stop.wait(min(wait, 0.1)):
+                            break
+                    if stop.is_set():
+                        break
+                    topic, publisher = self.publishers[m.topic]
+                    self._last_ns = m.log_ns
+                    self._publish_clock(
+                        m.log_ns
+                    )  # the clock first: a node stamps the frame's arrival with it
+                    stats.lags_s.append(time.monotonic() - due)
+                    for item in outgoing:
+                        publisher.publish(item)
+                    stats.published += len(outgoing)
+                    self.sent[m.topic] = self.sent.get(m.topic, 0) + len(outgoing)
+                    stats.per_topic[topic] = stats.per_topic.get(topic, 0) + len(outgoing)
+                    if after_publish is not None:
+                        hook(lambda: after_publish(m.topic, m.log_ns, m.data))  # noqa: B023
+                loop += 1
+        finally:
+            stats.wall_s = time.monotonic() - begin
+            self._running = False
         if not stop.is_set():
             stats.unacknowledged = self.drain(self.options.drain_s)
         return stats
+
+    def _outgoing(self, topic: str, data: bytes) -> list[Any]:
+        """What one recorded message becomes on the wire: its own bytes, or the frames decoded from video."""
+        decoder = self.decoders.get(topic)
+        if decoder is None:
+            return [data]
+        from sensor_msgs.msg import Image
+
+        out = []
+        for frame in decoder.decode(self.store.deserialize_cdr(data, VIDEO_TYPE)):
+            msg = Image()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(frame.stamp_ns, 1_000_000_000)
+            msg.header.frame_id = frame.frame_id
+            msg.height, msg.width = frame.rgb.shape[:2]
+            msg.encoding, msg.step = "rgb8", frame.rgb.shape[1] * 3
+            msg.data = frame.rgb.tobytes()
+            out.append(msg)
+        return out
 
     def bag_time_ns(self) -> int:
         """The playback clock in the bag's time: it stands still while a hook runs, never runs behind the last
@@ -235,6 +408,22 @@ class Player:
         return waiting
 
     def close(self) -> None:
+        self._clock_stop.set()
+        if self._clock_thread is not None:
+            self._clock_thread.join(timeout=2)
+        with self._clock_lock:
+            clock, self._clock_pub = self._clock_pub, None
         self.reader.close()
-        for _, publisher in {id(p): (t, p) for t, p in self.publishers.values()}.values():
-            self.node.destroy_publisher(publisher)
+        pubs = {id(p): p for _, p in self.publishers.values()}.values()
+        for publisher in [*pubs, *([clock] if clock is not None else [])]:
+            with contextlib.suppress(Exception):  # the context is gone already: nothing left to release
+                self.node.destroy_publisher(publisher)
+        self.publishers = {}
+
+
+def _importable(msgtype: str) -> bool:
+    try:
+        message_class(msgtype)
+    except BagError:
+        return False
+    return True

@@ -12,9 +12,11 @@ from typing import Any
 
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rosbags.typesys.store import Typestore
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import ensure_type, open_writer, typestore
+from cosmos_reasoner_ros.bag.files.io import ensure_type, typestore
+from cosmos_reasoner_ros.bag.files.writer import open_writer
 from cosmos_reasoner_ros.bag.replay.play import message_class
 
 NODE = "/reasoner_node"
@@ -48,7 +50,7 @@ class Recorder:
             raise BagError("no topics to record")
         self.node = node
         self._clock = clock or (lambda: self.node.get_clock().now().nanoseconds)
-        self._passthrough: dict[int, Any] = {}
+        self._passthrough: dict[str, str] = {}
         self.topics = tuple(topics)
         self.store = typestore()
         self._lock = threading.Lock()
@@ -82,7 +84,7 @@ class Recorder:
             msgtype = graph[topic][0]
             ensure_type(self.store, msgtype)
             with self._lock:
-                conn = self.writer.add_connection(topic, msgtype, typestore=self.store)
+                conn = self.writer.add_topic(topic, msgtype, self.store)
             self.counts[topic] = 0
             self._subs[topic] = self.node.create_subscription(
                 message_class(msgtype), topic, self._callback(topic, conn), self._qos(topic), raw=True
@@ -105,20 +107,22 @@ class Recorder:
 
         return on_message
 
-    def add_passthrough(self, key: int, topic: str, msgtype: str) -> None:
-        """A topic written directly (`write_passthrough`), e.g. the camera messages an evaluation plays."""
-        ensure_type(self.store, msgtype)
+    def add_passthrough(self, key: str, topic: str, msgtype: str, store: Typestore | None = None) -> None:
+        """A topic written directly (`write_passthrough`), e.g. the camera messages an evaluation plays;
+        `store` knows its type (the bag's own types, for types this package does not ship)."""
+        if store is None:
+            ensure_type(self.store, msgtype)
         with self._lock:
-            self._passthrough[key] = self.writer.add_connection(topic, msgtype, typestore=self.store)
+            self._passthrough[key] = self.writer.add_topic(topic, msgtype, store or self.store)
         self.counts.setdefault(topic, 0)
 
-    def write_passthrough(self, key: int, stamp_ns: int, data: bytes) -> None:
-        conn = self._passthrough[key]
+    def write_passthrough(self, key: str, stamp_ns: int, data: bytes) -> None:
+        topic = self._passthrough[key]
         with self._lock:
             if self._closed:
                 return
-            self.writer.write(conn, stamp_ns, data)
-            self.counts[conn.topic] += 1
+            self.writer.write(topic, stamp_ns, data)
+            self.counts[topic] += 1
 
     def close(self) -> dict[str, int]:
         with self._lock:

@@ -37,7 +37,8 @@ def verdict_section(verdict: Verdict, baseline: str = "") -> str:
     items = "".join(f"<li>{_e(where)}: {_e(c.describe())}</li>" for where, c in failed)
     return (
         f"<div class='verdict {'pass' if verdict.passed else 'fail'}' id='verdict'><h2>{head}</h2>"
-        f"<p>{len(verdict.requests)} requests and {len(verdict.aggregate)} aggregate checks{against}.</p>"
+        f"<p>{len(verdict.requests)} requests and {len(verdict.aggregate)} aggregate checks{against}. "
+        f"Latency gate: {_e(verdict.latency_gate or 'off')}.</p>"
         f"<ul>{items}</ul></div>"
     )
 

@@ -1,4 +1,4 @@
-"""The frames a report shows: a bag's colour frames by header stamp (decoded on demand), a record's answer
+"""The frames a report shows: a camera topic's frames by header stamp (decoded on demand), a record's answer
 drawn on its frame, and a baseline's and a run's answers drawn on one frame where they differ."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import cv2
 import numpy as np
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import image_connections, messages, open_reader, typestore
+from cosmos_reasoner_ros.bag.files.reader import BagReader
+from cosmos_reasoner_ros.bag.files.topics import CAMERA_TYPES, VIDEO_TYPE, choose_topics
+from cosmos_reasoner_ros.bag.files.video import VideoDecoder
 from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.errors import FrameError
 from cosmos_reasoner_ros.geometry import Trajectory, ns_from_sec_nanosec
@@ -20,32 +22,53 @@ __all__ = ["FrameIndex", "annotated_frame", "difference_frame", "save_image"]
 
 
 class FrameIndex:
-    """The colour frames of a bag by header stamp, decoded on demand (only the frames a report shows)."""
+    """The colour frames of one camera topic of a bag by header stamp, decoded on demand (only the frames a
+    report shows). Video topics (foxglove CompressedVideo) decode from the keyframe before the frame."""
 
-    def __init__(self, bag: Path, topic: str = "") -> None:
-        self.reader = open_reader(bag)
+    def __init__(self, bag: Path | BagReader, topic: str = "", start_ns: int | None = None) -> None:
+        self.reader = bag if isinstance(bag, BagReader) else BagReader(bag)
+        self._owned = not isinstance(bag, BagReader)
         try:
-            self.conn = image_connections(self.reader, topic)[0]
-            self.topic = self.conn.topic
-            self.store = typestore()
+            self.topic = topic or choose_topics(self.reader, depth=False).cameras[0]
+            info = self.reader.topic(self.topic)
+            if info.msgtype not in CAMERA_TYPES:
+                raise BagError(f"topic {self.topic} carries {info.msgtype}, not camera images")
+            self.msgtype = info.msgtype
+            self.store, unknown = self.reader.typestore([self.topic])
+            if self.msgtype in unknown:
+                raise BagError(f"topic {self.topic}: {unknown[self.msgtype]}")
             stamps: list[int] = []
             bag_ns: list[int] = []
-            for _, t, data in messages(self.reader, [self.conn]):
-                msg: Any = self.store.deserialize_cdr(data, self.conn.msgtype)
-                stamps.append(ns_from_sec_nanosec(msg.header.stamp.sec, msg.header.stamp.nanosec))
-                bag_ns.append(t)
+            keys: list[bool] = []
+            decoder = VideoDecoder(self.topic) if self.video else None
+            for m in self.reader.messages([self.topic]):
+                msg: Any = self.store.deserialize_cdr(m.data, m.msgtype)
+                if decoder is not None:
+                    stamps.append(ns_from_sec_nanosec(msg.timestamp.sec, msg.timestamp.nanosec))
+                    keys.append(any(f.key for f in decoder.decode(msg)))
+                else:
+                    stamps.append(ns_from_sec_nanosec(msg.header.stamp.sec, msg.header.stamp.nanosec))
+                bag_ns.append(m.log_ns)
             if not stamps:
                 raise BagError(f"topic {self.topic} has no messages")
         except BaseException:
-            self.reader.close()
+            if self._owned:
+                self.reader.close()
             raise
         order = sorted(range(len(stamps)), key=stamps.__getitem__)
         self._stamps = [stamps[i] for i in order]
         self._bag_ns = [bag_ns[i] for i in order]
+        self._keys = [keys[i] for i in order] if keys else []
+        self._start_ns = min(bag_ns) if start_ns is None else start_ns
+
+    @property
+    def video(self) -> bool:
+        return self.msgtype == VIDEO_TYPE
 
     @property
     def start_ns(self) -> int:
-        return int(self.reader.start_time)
+        """The replay's time 0 (trigger times count from it)."""
+        return self._start_ns
 
     @property
     def count(self) -> int:
@@ -53,27 +76,43 @@ class FrameIndex:
 
     @property
     def compressed(self) -> bool:
-        return self.conn.msgtype.endswith("CompressedImage")
+        return self.msgtype.endswith("CompressedImage")
 
     def frame(self, stamp_ns: int) -> np.ndarray | None:
         """RGB frame with the newest header stamp at or before `stamp_ns` (the first frame when none is)."""
         from cosmos_reasoner_ros.clips import message_to_array
 
         i = max(0, bisect.bisect_right(self._stamps, stamp_ns) - 1)
-        for _, _, data in messages(self.reader, [self.conn], self._bag_ns[i]):
+        if self.video:
+            return self._video_frame(i)
+        for m in self.reader.messages([self.topic], self._bag_ns[i]):
             try:
-                image = message_to_array(self.store.deserialize_cdr(data, self.conn.msgtype), backend="numpy")
+                image = message_to_array(self.store.deserialize_cdr(m.data, m.msgtype), backend="numpy")
             except FrameError:
                 return None
             return image if image.ndim == 3 else None
         return None
+
+    def _video_frame(self, i: int) -> np.ndarray | None:
+        k = next((j for j in range(i, -1, -1) if self._keys[j]), None)
+        if k is None:
+            return None
+        decoder = VideoDecoder(self.topic)
+        image = None
+        for m in self.reader.messages([self.topic], self._bag_ns[k]):
+            if m.log_ns > self._bag_ns[i]:
+                break
+            frames = decoder.decode(self.store.deserialize_cdr(m.data, m.msgtype))
+            image = frames[-1].rgb if frames else image
+        return image
 
     def frame_for(self, record: ResultRecord) -> np.ndarray | None:
         """The newest frame of the record's clip (the trigger's bag time when the clip is unknown)."""
         return self.frame(record.clip_end_ns or self.start_ns + round(record.trigger_s * 1e9))
 
     def close(self) -> None:
-        self.reader.close()
+        if self._owned:
+            self.reader.close()
 
 
 def _caption(record: ResultRecord) -> str:

@@ -5,7 +5,6 @@ token, outcomes by kind)."""
 from __future__ import annotations
 
 import html
-import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,19 +35,17 @@ class Summary:
 
     @classmethod
     def of(cls, records: Sequence[ResultRecord]) -> Summary:
-        lat = sorted(r.latency_s for r in records if r.success)
-        ttft = sorted(r.ttft_s for r in records if r.success and r.ttft_s > 0)
+        """The run's figures as the verdict, stdout and JUnit give them (one percentile definition)."""
+        from cosmos_reasoner_ros.bag.judge.compare import RunStats
+
+        stats = RunStats.of(records)
         return cls(
-            requests=len(records),
+            requests=stats.requests,
             outcomes=dict(Counter(r.outcome for r in records).most_common()),
-            latency_median_s=statistics.median(lat) if lat else 0.0,
-            latency_p95_s=_percentile(lat, 0.95),
-            ttft_median_s=statistics.median(ttft) if ttft else 0.0,
+            latency_median_s=stats.latency_p50_s,
+            latency_p95_s=stats.latency_p95_s,
+            ttft_median_s=stats.ttft_p50_s,
         )
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
 @dataclass(frozen=True)

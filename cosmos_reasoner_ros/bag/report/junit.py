@@ -65,10 +65,16 @@ def junit_xml(suites: Sequence[JUnitSuite], name: str = "cosmos-reasoner-bag") -
     totals = [0, 0, 0.0]
     for s in suites:
         suite = ET.SubElement(root, "testsuite", name=_clean(s.name))
-        if s.properties:
-            props = ET.SubElement(suite, "properties")
-            for key, value in s.properties:
-                ET.SubElement(props, "property", name=_clean(key), value=_clean(value))
+        stats = s.verdict.stats  # the figures stdout, verdict.json and the HTML give (one percentile rule)
+        figures = (
+            ("latency_p50_s", f"{stats.latency_p50_s:.3f}"),
+            ("latency_p95_s", f"{stats.latency_p95_s:.3f}"),
+            ("ttft_p50_s", f"{stats.ttft_p50_s:.3f}"),
+            ("latency_gate", s.verdict.latency_gate or "off"),
+        )
+        props = ET.SubElement(suite, "properties")
+        for key, value in (*s.properties, *figures):
+            ET.SubElement(props, "property", name=_clean(key), value=_clean(value))
         failures = skipped = 0
         for r in s.verdict.requests:
             failures += _request_case(suite, s.name, r)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cosmos_reasoner_ros.bag.judge.compare import Verdict, judge
 from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances
+from cosmos_reasoner_ros.bag.names import safe_name
 from cosmos_reasoner_ros.bag.records import ResultRecord, write_records
 from cosmos_reasoner_ros.bag.report.comparison import comparison_plots, comparison_section, verdict_section
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex, annotated_frame, difference_frame, save_image
@@ -42,7 +43,7 @@ def _annotate(
         if frame is None:
             done.append(record)
             continue
-        image = f"images/{n:04d}_{record.task or 'request'}.{image_format}"
+        image = f"images/{n:04d}_{safe_name(record.task or 'request')}.{image_format}"
         save_image(annotated_frame(record, frame), out / image)
         done.append(replace(record, image=image))
     return done
@@ -55,6 +56,7 @@ def _verdict_json(verdict: Verdict, baseline: str) -> dict[str, object]:
     return {
         "passed": verdict.passed,
         "baseline": baseline,
+        "latency_gate": verdict.latency_gate,
         "requests": [
             {
                 "name": r.name,
@@ -93,7 +95,9 @@ def finish_run(
             source = _frame_source(frames, r.current)
             frame = source.frame_for(r.current) if source is not None else None
             if frame is not None:
-                differences[i] = f"images/diff_{i + 1:04d}_{r.current.task or 'request'}.{image_format}"
+                differences[i] = (
+                    f"images/diff_{i + 1:04d}_{safe_name(r.current.task or 'request')}.{image_format}"
+                )
                 save_image(difference_frame(r.baseline, r.current, frame), out / differences[i])
     write_records(done, out / "results.jsonl")
     (out / "verdict.json").write_text(
@@ -152,6 +156,8 @@ def summary_lines(result: RunResult, name: str = "", limit: int = 10) -> list[st
             f"{v.unmatched_baseline} missing; {sum(r.passed for r in v.requests)}/{len(v.requests)} "
             "within tolerance"
         )
+    if v.latency_gate:
+        lines.append(f"latency gate: {v.latency_gate}")
     failed = v.failed_checks
     lines.append("PASS" if v.passed else f"FAIL: {len(failed)} tolerance(s) exceeded")
     for where_, check in failed[:limit]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.names import safe_name
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths
 
 __all__ = ["Scenario", "Variant", "load_scenario", "scenario_files"]
@@ -24,6 +26,9 @@ _KEYS = {
     "name",
     "bags",
     "image_topic",
+    "camera_topics",
+    "info_topics",
+    "depth_topics",
     "params_file",
     "params",
     "goals",
@@ -41,11 +46,16 @@ _GOAL_KEYS = {"task", "instruction", "step", "at", "every"}
 
 @dataclass(frozen=True)
 class Variant:
-    """One run of a scenario: its folder name under the scenario's output, and its node parameters."""
+    """One run of a scenario: its name, its folder under the scenario's output, and its node parameters."""
 
     name: str  # "" without a sweep, else "<parameter>=<value>"
     value: str  # the swept value as written; "" without a sweep
     params: tuple[str, ...]
+
+    @property
+    def folder(self) -> str:
+        """The name made safe as one folder name (a value such as `a/../../x` stays inside the output)."""
+        return safe_name(self.name) if self.name else ""
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,9 @@ class Scenario:
     goals: tuple[Goal, ...]
     params: tuple[str, ...] = ()  # name:=value (YAML values)
     params_file: Path | None = None
-    image_topic: str = ""
+    cameras: tuple[str, ...] = ()
+    infos: tuple[str, ...] = ()
+    depths: tuple[str, ...] = ()
     lock_step: bool = True
     in_flight: int = 0
     rate: float = 1.0
@@ -66,6 +78,11 @@ class Scenario:
     baseline: Path | None = None
     sweep_parameter: str = ""
     sweep_values: tuple[Any, ...] = ()
+
+    @property
+    def folder(self) -> str:
+        """The scenario's output folder name: its name made safe as one folder name."""
+        return safe_name(self.name)
 
     def variants(self) -> list[Variant]:
         if not self.sweep_parameter:
@@ -92,7 +109,9 @@ class Scenario:
             goals=self.goals,
             params=variant.params,
             params_file=self.params_file or base.params_file,
-            image_topic=self.image_topic,
+            cameras=self.cameras,
+            infos=self.infos,
+            depths=self.depths,
             lock_step=self.lock_step,
             in_flight=self.in_flight,
             rate=self.rate,
@@ -145,6 +164,17 @@ def _goal(item: Any, where: str) -> Goal:
     return Goal(spec, times, every)
 
 
+def _topics(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key) or []
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not all(isinstance(t, str) and t.startswith("/") for t in value):
+        raise BagError(f"{where}: {key} must be an absolute topic name or a list of them")
+    return tuple(value)
+
+
+_PARAMETER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
 def load_scenario(path: Path) -> Scenario:
     """A scenario file; relative paths in it are relative to the file. Raises BagError naming the problem."""
     try:
@@ -179,6 +209,9 @@ def load_scenario(path: Path) -> Scenario:
     params_value = data.get("params") or {}
     if not isinstance(params_value, Mapping):
         raise BagError(f"{where}: params must be a mapping of node parameter to value")
+    for key in params_value:
+        if not _PARAMETER.match(str(key)):
+            raise BagError(f"{where}: params: {str(key)[:80]!r} is not a ROS parameter name")
     params = tuple(_param(str(k), v) for k, v in params_value.items())
     tolerances = data.get("tolerances") or {}
     if not isinstance(tolerances, Mapping):
@@ -190,6 +223,8 @@ def load_scenario(path: Path) -> Scenario:
         if not isinstance(sweep, Mapping) or set(sweep) != {"parameter", "values"}:
             raise BagError(f"{where}: sweep needs exactly `parameter` and `values`")
         parameter = str(sweep["parameter"])
+        if not _PARAMETER.match(parameter):
+            raise BagError(f"{where}: sweep.parameter {parameter[:80]!r} is not a ROS parameter name")
         if not isinstance(sweep["values"], list) or not sweep["values"]:
             raise BagError(f"{where}: sweep.values must be a non-empty list")
         values = tuple(sweep["values"])
@@ -208,8 +243,9 @@ def load_scenario(path: Path) -> Scenario:
     if rate <= 0:
         raise BagError(f"{where}: rate must be > 0")
     name = str(data.get("name") or path.stem)
-    if "/" in name or name in (".", ".."):
-        raise BagError(f"{where}: name {name!r} cannot be a folder name")
+    if not name.strip():
+        raise BagError(f"{where}: name must not be empty")
+    cameras = _topics(data, "camera_topics", where) or _topics(data, "image_topic", where)
     return Scenario(
         name=name,
         path=path,
@@ -217,7 +253,9 @@ def load_scenario(path: Path) -> Scenario:
         goals=goals,
         params=params,
         params_file=rel(data["params_file"], "params_file") if data.get("params_file") else None,
-        image_topic=str(data.get("image_topic") or ""),
+        cameras=cameras,
+        infos=_topics(data, "info_topics", where),
+        depths=_topics(data, "depth_topics", where),
         lock_step=lock_step,
         in_flight=in_flight,
         rate=rate,

@@ -6,22 +6,23 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack, closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances, load_tolerances
+from cosmos_reasoner_ros.bag.names import child
 from cosmos_reasoner_ros.bag.records import ResultRecord, load_records, results_file
 from cosmos_reasoner_ros.bag.replay.evaluate import evaluate_bags, read_recorded
 from cosmos_reasoner_ros.bag.replay.node_process import NodeStarter
-from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, bag_label
 from cosmos_reasoner_ros.bag.report.comparison import SweepColumn, sweep_page
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles
 from cosmos_reasoner_ros.bag.runs.finish import RunResult, finish_run
 from cosmos_reasoner_ros.bag.runs.scenario import Scenario
 
-__all__ = ["SuiteRun", "run_bags", "run_scenario"]
+__all__ = ["SuiteRun", "check_baseline", "run_bags", "run_scenario"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,47 @@ def _baseline(path: Path | None) -> tuple[list[ResultRecord] | None, str]:
     return load_records(path), str(results_file(path))
 
 
+def _listed(items: set[str]) -> str:
+    text = ", ".join(sorted(items)[:8]) + (", ..." if len(items) > 8 else "")
+    return text or "none"
+
+
+def check_baseline(
+    baseline: Sequence[ResultRecord],
+    bags: Sequence[str],
+    tasks: set[tuple[str, str, str]],
+    bag_ids: dict[str, str] | None = None,
+) -> list[ResultRecord]:
+    """The baseline's records when they come from the same bags and task set as this run (a single-bag
+    baseline written before records named their bag takes this run's bag); BagError naming what differs."""
+    if len(bags) == 1 and baseline and all(not r.bag for r in baseline):
+        baseline = [replace(r, bag=bags[0]) for r in baseline]
+    problems = []
+    base_bags, run_bags_ = {r.bag for r in baseline}, set(bags)
+    if base_bags != run_bags_:
+        problems.append(f"bags: the baseline has {_listed(base_bags)}, this run {_listed(run_bags_)}")
+    base_tasks = {(r.task, r.instruction, r.step) for r in baseline}
+    if base_tasks != tasks:
+
+        def text(items: set[tuple[str, str, str]]) -> str:
+            return _listed({":".join(p for p in item if p)[:60] for item in items})
+
+        problems.append(
+            f"tasks: the baseline asked {text(base_tasks - tasks)} that this run does not, this run "
+            f"{text(tasks - base_tasks)} that the baseline did not"
+        )
+    for bag, identity in (bag_ids or {}).items():
+        theirs = {r.bag_id for r in baseline if r.bag == bag and r.bag_id}
+        if identity and theirs and identity not in theirs:
+            problems.append(
+                f"bag {bag}: not the recording the baseline replayed (other messages or time span on its "
+                "camera topics)"
+            )
+    if problems:
+        raise BagError("the baseline is not a run of these bags and tasks: " + "; ".join(problems))
+    return list(baseline)
+
+
 def run_bags(
     bags: Sequence[Path],
     out: Path,
@@ -53,13 +95,21 @@ def run_bags(
     """Replay the bags, judge the records (against the baseline's when given) and write the report."""
     tolerances = tolerances or load_tolerances()
     base_records, base_name = _baseline(baseline)  # read before anything runs: a wrong path fails at once
+    labels = [bag_label(b) for b in bags]
+    tasks = {(g.spec.task, g.spec.instruction, g.spec.step) for g in options.goal_list()}
+    if base_records is not None:
+        base_records = check_baseline(base_records, labels, tasks)
     started = time.monotonic()
     records, infos = evaluate_bags(bags, out, options, start_node)
     seconds = time.monotonic() - started
+    if base_records is not None:
+        ids = {r.bag: r.bag_id for r in records}
+        base_records = check_baseline(base_records, labels, tasks, ids)
     with ExitStack() as stack:
         frames = {}
-        for bag, info in zip(bags, infos, strict=True):
-            frames[info.bag] = stack.enter_context(closing(FrameIndex(bag, options.image_topic)))
+        for info in infos:
+            index = FrameIndex(info.path, info.cameras[0] if info.cameras else "", info.first_ns)
+            frames[info.bag] = stack.enter_context(closing(index))
         rows = [BagRow(i.bag or i.path.name, i.wall_s) for i in infos]
         result = finish_run(
             records,
@@ -79,11 +129,12 @@ def _variant_baseline(scenario: Scenario, variant: str, root: Path | None) -> Pa
     """The previous results of this scenario (and sweep value): under a previous output root given on the
     command line (<root>/<scenario>[/<variant>]), else the scenario's own `baseline`."""
     if root is not None:
-        folder = root / scenario.name / variant if variant else root / scenario.name
+        folder = child(root, scenario.name)
+        folder = child(folder, variant) if variant else folder
         return folder if (folder / "results.jsonl").is_file() else None
     if scenario.baseline is None:
         return None
-    folder = scenario.baseline / variant if variant else scenario.baseline
+    folder = child(scenario.baseline, variant) if variant else scenario.baseline
     if not results_file(folder).is_file():
         raise BagError(f"scenario {scenario.path}: baseline {folder} has no results.jsonl")
     return folder
@@ -100,9 +151,9 @@ def run_scenario(
     with a sweep, <out_root>/<name>/index.html shows the variants side by side."""
     tolerances = load_tolerances(tolerances_file, scenario.tolerances)
     runs = []
-    folder = out_root / scenario.name
+    folder = child(out_root, scenario.name)
     for variant in scenario.variants():
-        out = folder / variant.name if variant.name else folder
+        out = child(folder, variant.name) if variant.name else folder
         name = f"{scenario.name}[{variant.name}]" if variant.name else scenario.name
         runs.append(
             run_bags(
@@ -117,7 +168,7 @@ def run_scenario(
         )
     if scenario.sweep_parameter:
         columns = [
-            SweepColumn(v.value, v.name, run.result.verdict)
+            SweepColumn(v.value, v.folder, run.result.verdict)
             for v, run in zip(scenario.variants(), runs, strict=True)
         ]
         sweep_page(
@@ -130,12 +181,12 @@ def evaluate_recorded(
     results_bag: Path,
     out: Path,
     images_bag: Path | None = None,
-    image_topic: str = "",
+    camera_topic: str = "",
     image_format: str = "jpg",
 ) -> ReportFiles:
     """The report from ReasonerResult messages in a recorded bag, with frames from `images_bag` when given."""
     records = read_recorded(results_bag)
-    frames = FrameIndex(images_bag, image_topic) if images_bag is not None else None
+    frames = FrameIndex(images_bag, camera_topic) if images_bag is not None else None
     try:
         sources = {"": frames} if frames is not None else {}
         return finish_run(records, out, sources, load_tolerances(), image_format=image_format).files

@@ -1,0 +1,483 @@
+"""Reading a recording whatever wrote it: a rosbag2 folder (metadata.yaml of any version 4-9 beside its
+storage files), a folder of storage files without metadata.yaml, or a bare `.mcap` / `.db3` file.
+
+Topics are taken from the storage files and matched to metadata.yaml by name and type only: rosbags'
+folder reader also compares the QoS text and silently yields nothing when the two differ (rosbag2's own test
+bags, every MCAP written by another tool). MCAP is read with the `mcap` package (any profile, chunk CRCs
+checked, channels that are not CDR left aside), sqlite3 with rosbags' storage reader; split recordings are
+merged by time. Only the topics asked for are read, and their message types are resolved only for them: a
+type that nothing here knows, on a topic nobody asked for, never stops a run. No ROS import."""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import tempfile
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePath
+from typing import IO, Any
+
+import yaml
+from rosbags.typesys import get_types_from_idl, get_types_from_msg
+from rosbags.typesys.store import Typestore
+
+from cosmos_reasoner_ros.bag.errors import BagError
+
+__all__ = ["BagMessage", "BagReader", "TopicInfo", "storage_files"]
+
+STORAGE_SUFFIXES = (".mcap", ".db3")
+_NO_MESSAGES = 2**63 - 1
+
+
+def _corrupt_errors() -> tuple[type[BaseException], ...]:
+    """What decoders raise on a damaged file: all of it means "this bag is broken", never a traceback."""
+    import sqlite3
+    import struct
+
+    import zstandard
+    from mcap.exceptions import McapError
+
+    errors: list[type[BaseException]] = [
+        McapError,
+        zstandard.ZstdError,
+        sqlite3.Error,
+        OSError,
+        EOFError,
+        ValueError,  # UnicodeDecodeError among them
+        KeyError,
+        IndexError,
+        struct.error,
+        AssertionError,
+        RuntimeError,  # lz4
+        MemoryError,  # a damaged length field
+    ]
+    with contextlib.suppress(ImportError):
+        import apsw
+
+        errors.append(apsw.Error)
+    with contextlib.suppress(ImportError):
+        from rosbags.rosbag2 import ReaderError
+
+        errors.append(ReaderError)
+    return tuple(errors)
+
+
+CORRUPT = _corrupt_errors()
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """One topic of a recording, as its storage files hold it."""
+
+    name: str
+    msgtype: str
+    count: int  # messages in the storage files' indexes (-1: a file without an index)
+    declared: int | None = None  # metadata.yaml's message_count for it; None without metadata.yaml
+    definition: str = ""  # the message definition stored in the bag ("" when none)
+    definition_format: str = ""  # "msg", "idl" or ""
+    encoding: str = "cdr"  # message encoding; only CDR is read
+
+    @property
+    def readable(self) -> bool:
+        return self.encoding == "cdr" and bool(self.msgtype)
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.msgtype or 'no type'}, {max(self.count, 0)} messages)"
+
+
+@dataclass(frozen=True)
+class BagMessage:
+    topic: str
+    msgtype: str
+    log_ns: int  # the recording's receive time of the message
+    data: bytes  # CDR
+
+
+# ------------------------------------------------------------------------------------------ storages
+
+
+class _Storage:
+    path: Path
+    topics: dict[str, TopicInfo]
+    start_ns: int
+    end_ns: int  # the last message's time (inclusive); start > end: no messages
+
+    def messages(self, topics: Collection[str], start_ns: int | None) -> Iterator[tuple[int, str, bytes]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def _definition(encoding: str, data: bytes) -> tuple[str, str]:
+    text = data.decode("utf-8", errors="replace")
+    if encoding == "ros2msg":
+        return text, "msg"
+    if encoding == "ros2idl":
+        return text, "idl"
+    return "", ""
+
+
+class _McapStorage(_Storage):
+    def __init__(self, path: Path) -> None:
+        from mcap.reader import make_reader
+
+        self.path = path
+        self._fh: IO[bytes] = path.open("rb")
+        try:
+            self._reader = make_reader(self._fh, validate_crcs=True)
+            summary = self._reader.get_summary()
+            if summary is None:  # unindexed or cut short: one pass collects what the summary would hold
+                summary = self._scan()
+            counts = summary.statistics.channel_message_counts if summary.statistics else {}
+            self.topics = {}
+            for cid, channel in sorted(summary.channels.items()):
+                schema = summary.schemas.get(channel.schema_id)
+                text, fmt = _definition(schema.encoding, schema.data) if schema else ("", "")
+                if channel.topic in self.topics:  # several channels of one topic: one topic here
+                    prev = self.topics[channel.topic]
+                    self.topics[channel.topic] = _with_count(prev, prev.count + counts.get(cid, 0))
+                    continue
+                self.topics[channel.topic] = TopicInfo(
+                    channel.topic,
+                    schema.name if schema else "",
+                    counts.get(cid, -1) if summary.statistics else -1,
+                    None,
+                    text,
+                    fmt,
+                    channel.message_encoding,
+                )
+            stats = summary.statistics
+            if stats is not None and stats.message_count > 0:
+                self.start_ns, self.end_ns = stats.message_start_time, stats.message_end_time
+            elif stats is not None:
+                self.start_ns, self.end_ns = _NO_MESSAGES, 0
+            else:
+                self.start_ns, self.end_ns = self._time_range()
+        except CORRUPT as exc:
+            self._fh.close()
+            raise BagError(f"cannot read {path} (damaged, truncated or not MCAP): {_short(exc)}") from None
+        except BaseException:
+            self._fh.close()
+            raise
+
+    def _scan(self) -> Any:
+        from mcap.records import Channel, Schema
+        from mcap.stream_reader import StreamReader
+        from mcap.summary import Summary
+
+        summary = Summary()
+        self._fh.seek(0)
+        for record in StreamReader(self._fh, validate_crcs=True).records:
+            if isinstance(record, Schema):
+                summary.schemas[record.id] = record
+            elif isinstance(record, Channel):
+                summary.channels[record.id] = record
+        return summary
+
+    def _time_range(self) -> tuple[int, int]:
+        first, last = _NO_MESSAGES, 0
+        for _, _, message in self._reader.iter_messages(log_time_order=False):
+            first, last = min(first, message.log_time), max(last, message.log_time)
+        return first, last
+
+    def messages(self, topics: Collection[str], start_ns: int | None) -> Iterator[tuple[int, str, bytes]]:
+        wanted = [t for t in topics if t in self.topics]
+        if not wanted:
+            return
+        for _, channel, message in self._reader.iter_messages(
+            topics=wanted, starting_at=start_ns, log_time_order=True
+        ):
+            if channel.message_encoding == "cdr":
+                yield message.log_time, channel.topic, message.data
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _with_count(t: TopicInfo, count: int) -> TopicInfo:
+    return replace(t, count=count)
+
+
+class _SqliteStorage(_Storage):
+    def __init__(self, path: Path) -> None:
+        from rosbags.rosbag2.storage_sqlite3 import Sqlite3Reader
+
+        self.path = path
+        self._reader = Sqlite3Reader(path)
+        try:
+            self._reader.open()
+        except CORRUPT as exc:
+            raise BagError(f"cannot read {path} (damaged, truncated or not sqlite3): {_short(exc)}") from None
+        self._conns = {c.topic: c for c in self._reader.connections}
+        self.topics = {}
+        for conn in self._reader.connections:
+            fmt = {"MSG": "msg", "IDL": "idl"}.get(getattr(conn.msgdef.format, "name", ""), "")
+            encoding = str(getattr(conn.ext, "serialization_format", "cdr") or "cdr")
+            self.topics[conn.topic] = TopicInfo(
+                conn.topic,
+                conn.msgtype,
+                int(conn.msgcount),
+                None,
+                conn.msgdef.data if fmt else "",
+                fmt,
+                encoding,
+            )
+        meta = self._reader.metadata
+        if meta.message_count:
+            self.start_ns, self.end_ns = meta.start_time, meta.end_time - 1
+        else:
+            self.start_ns, self.end_ns = _NO_MESSAGES, 0
+
+    def messages(self, topics: Collection[str], start_ns: int | None) -> Iterator[tuple[int, str, bytes]]:
+        conns = [self._conns[t] for t in topics if t in self._conns]
+        if not conns:
+            return
+        for conn, ns, data in self._reader.messages(conns, start_ns, None):
+            yield ns, conn.topic, data
+
+    def close(self) -> None:
+        with contextlib.suppress(*CORRUPT):
+            self._reader.close()
+
+
+def _open_storage(path: Path) -> _Storage:
+    if path.suffix == ".mcap":
+        return _McapStorage(path)
+    if path.suffix == ".db3":
+        return _SqliteStorage(path)
+    raise BagError(f"{path}: unknown storage file (not {' or '.join(STORAGE_SUFFIXES)})")
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ------------------------------------------------------------------------------------------ metadata
+
+
+@dataclass(frozen=True)
+class _Metadata:
+    version: int
+    storage: str
+    files: tuple[str, ...]
+    compression_mode: str  # "", "file" or "message"
+    declared: Mapping[str, tuple[str, int]]  # topic -> (type, message_count)
+
+
+def _read_metadata(path: Path) -> _Metadata:
+    where = path / "metadata.yaml"
+    try:
+        data = yaml.safe_load(where.read_text(encoding="utf-8"))
+        info = data["rosbag2_bagfile_information"]
+        mode = str(info.get("compression_mode") or "").lower()
+        mode = "" if mode == "none" else mode
+        if mode and str(info.get("compression_format") or "") != "zstd":
+            raise BagError(f"{where}: compression {info.get('compression_format')!r} is not supported (zstd)")
+        declared = {}
+        for item in info.get("topics_with_message_count") or []:
+            meta = item["topic_metadata"]
+            declared[str(meta["name"])] = (str(meta["type"]), int(item.get("message_count", 0)))
+        files = tuple(str(f) for f in info["relative_file_paths"])
+        if str(info["storage_identifier"]) not in ("mcap", "sqlite3"):
+            storage = str(info["storage_identifier"])[:40]
+            raise BagError(f"{where}: storage {storage!r} is not supported (mcap, sqlite3)")
+        return _Metadata(int(info.get("version", 0)), str(info["storage_identifier"]), files, mode, declared)
+    except BagError:
+        raise
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BagError(f"{where} is not rosbag2 metadata: {_short(exc)}") from None
+
+
+def storage_files(folder: Path) -> list[Path]:
+    """The storage files directly inside a folder (a recording written without metadata.yaml)."""
+    return sorted(p for p in folder.iterdir() if p.suffix in STORAGE_SUFFIXES and p.is_file())
+
+
+# ------------------------------------------------------------------------------------------ the reader
+
+
+class BagReader:
+    """One recording, opened; `messages(topics)` reads the named topics in time order across its files."""
+
+    def __init__(self, path: Path) -> None:
+        if not path.exists():
+            raise BagError(f"bag {path} does not exist")
+        self.path = path
+        # The name the user gave (a symlink's own name), which labels the bag's results.
+        self.name = path.absolute().stem if path.is_file() else path.absolute().name
+        self.metadata: _Metadata | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._storages: list[_Storage] = []
+        try:
+            self._open(path)
+        except BaseException:
+            self.close()
+            raise
+        self._stores: dict[frozenset[str], tuple[Typestore, dict[str, str]]] = {}
+        self.checked: dict[frozenset[str], Any] = {}  # integrity.check_bag's results, per topic set
+
+    def _open(self, path: Path) -> None:
+        if path.is_file():
+            files = [path]
+        elif (path / "metadata.yaml").is_file():
+            self.metadata = _read_metadata(path)
+            # Only the file names count: metadata cannot point outside the bag's folder.
+            files = [path / PurePath(f).name for f in self.metadata.files]
+            if missing := [f.name for f in files if not f.is_file()]:
+                raise BagError(f"bag {path} lacks its storage file(s) {', '.join(missing)}")
+            if self.metadata.compression_mode == "file":
+                files = self._decompressed(files)
+        else:
+            files = storage_files(path)
+            if not files:
+                inside = sorted(
+                    p.name
+                    for p in path.iterdir()
+                    if p.is_dir() and ((p / "metadata.yaml").is_file() or storage_files(p))
+                )
+                if inside:
+                    listed = ", ".join(inside[:10]) + (", ..." if len(inside) > 10 else "")
+                    raise BagError(f"{path} holds {len(inside)} bags ({listed}), not one: name one of them")
+                raise BagError(f"{path} is not a bag: no metadata.yaml and no .mcap or .db3 file in it")
+        for file in files:
+            self._storages.append(_open_storage(file))
+        self.topics: dict[str, TopicInfo] = {}
+        for storage in self._storages:
+            for name, t in storage.topics.items():
+                if name in self.topics:
+                    prev = self.topics[name]
+                    count = -1 if -1 in (prev.count, t.count) else prev.count + t.count
+                    self.topics[name] = _with_count(prev, count)
+                else:
+                    self.topics[name] = t
+        if self.metadata is not None:
+            for name, (msgtype, count) in self.metadata.declared.items():
+                known = self.topics.get(name)
+                if known is not None and (known.msgtype in ("", msgtype)):
+                    self.topics[name] = replace(known, msgtype=msgtype, declared=count)
+        self.start_ns = min((s.start_ns for s in self._storages), default=_NO_MESSAGES)
+        self.end_ns = max((s.end_ns for s in self._storages), default=0)
+
+    def _decompressed(self, files: list[Path]) -> list[Path]:
+        import zstandard
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="cosmos-bag-")
+        out = []
+        for file in files:
+            target = Path(self._tmp.name) / (file.stem if file.suffix == ".zstd" else file.name)
+            try:
+                with file.open("rb") as src, target.open("wb") as dst:
+                    zstandard.ZstdDecompressor().copy_stream(src, dst)
+            except CORRUPT as exc:
+                raise BagError(f"cannot decompress {file}: {_short(exc)}") from None
+            out.append(target)
+        return out
+
+    # -------------------------------------------------------------------------------------------- facts
+
+    @property
+    def storage_paths(self) -> list[Path]:
+        return [s.path for s in self._storages]
+
+    @property
+    def has_messages(self) -> bool:
+        return self.start_ns <= self.end_ns
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9 if self.has_messages else 0.0
+
+    def topic(self, name: str) -> TopicInfo:
+        """The named topic; BagError naming what the bag has instead."""
+        if name not in self.topics:
+            raise BagError(f"bag {self.path} has no topic {name}; it has: {self.describe_topics()}")
+        return self.topics[name]
+
+    def describe_topics(self, limit: int = 40) -> str:
+        items = [t.describe() for t in sorted(self.topics.values(), key=lambda t: t.name)]
+        more = f", ... and {len(items) - limit} more" if len(items) > limit else ""
+        return (", ".join(items[:limit]) + more) or "none"
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def messages(self, topics: Collection[str], start_ns: int | None = None) -> Iterator[BagMessage]:
+        """The messages of `topics` in time order across the storage files; a damaged file raises BagError
+        when it is reached."""
+        types = {t: self.topic(t).msgtype for t in topics}
+        compressed = self.metadata is not None and self.metadata.compression_mode == "message"
+        streams = [
+            ((ns, i, topic, data) for ns, topic, data in storage.messages(list(types), start_ns))
+            for i, storage in enumerate(self._storages)
+        ]
+        decompress = _zstd_decompress if compressed else None
+        try:
+            for ns, _, topic, data in heapq.merge(*streams, key=lambda m: (m[0], m[1])):
+                yield BagMessage(topic, types[topic], ns, decompress(data) if decompress else bytes(data))
+        except CORRUPT as exc:
+            raise BagError(f"bag {self.path} is damaged or truncated: {_short(exc)}") from None
+
+    def typestore(self, topics: Collection[str]) -> tuple[Typestore, dict[str, str]]:
+        """A typestore knowing ROS 2 Kilted's types, this package's messages and, for the given topics, the
+        types whose definitions the bag stores; and {type: why it cannot be read} for the ones it cannot."""
+        key = frozenset(topics)
+        if key not in self._stores:
+            self._stores[key] = _typestore_for([self.topic(t) for t in sorted(topics)])
+        return self._stores[key]
+
+    def close(self) -> None:
+        for storage in self._storages:
+            storage.close()
+        self._storages = []
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> BagReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _zstd_decompress(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
+
+
+def _typestore_for(topics: list[TopicInfo]) -> tuple[Typestore, dict[str, str]]:
+    from cosmos_reasoner_ros.bag.files.io import fresh_typestore
+
+    store = fresh_typestore()
+    problems: dict[str, str] = {}
+    for t in topics:
+        if t.msgtype in store.types or t.msgtype in problems:
+            continue  # a known type keeps its own definition (bags carry placeholders: rosbag2's talker)
+        if not t.definition_format:  # (an empty definition is an empty message: std_msgs/Empty)
+            problems[t.msgtype] = "not a ROS 2 Kilted type, and the bag stores no definition of it"
+            continue
+        try:
+            if t.definition_format == "idl":
+                types: dict[str, Any] = {}
+                for part in _idl_parts(t.definition):
+                    types.update(get_types_from_idl(part))
+            else:
+                types = dict(get_types_from_msg(t.definition, t.msgtype))
+            store.register({k: v for k, v in types.items() if k not in store.types})
+        except Exception as exc:  # rosbags' parser errors: that type only
+            problems[t.msgtype] = f"its stored definition does not parse: {_short(exc, 120)}"
+            continue
+        if t.msgtype not in store.types:
+            problems[t.msgtype] = "its stored definition does not define it"
+    return store, problems
+
+
+def _idl_parts(text: str) -> list[str]:
+    """rosbag2 concatenates IDL definitions, each after a line of '=' and an `IDL: name` line."""
+    sep = "=" * 80 + "\n"
+    if not text.startswith(sep):
+        return [text]
+    return [part.split("\n", 1)[1] for part in text.split(sep)[1:] if "\n" in part]
