@@ -1,5 +1,5 @@
-"""The executables by the names the README gives them: in the development environment (`./run exec NAME`, which
-puts scripts/ on PATH) they start and answer --help."""
+"""The executables by the names the README gives them: in the development environment (`./run exec NAME`,
+which puts scripts/ on PATH) they start and answer --help."""
 
 from __future__ import annotations
 
