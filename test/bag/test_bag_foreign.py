@@ -140,9 +140,6 @@ def _camera(bag: Path) -> str:
 
 
 def test_empty_bags_and_folders_of_bags_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    empty = write_mcap_ros2(tmp_path / "empty", camera_messages(frames=1), 9)
-    for f in empty.glob("*.mcap"):  # a recording with topics but no message on the camera topic
-        f.unlink()
     write_mcap_ros2(tmp_path / "empty2.mcap", camera_messages(frames=1, kinds=("extra",)))
     assert main(["play", str(tmp_path / "empty2.mcap")]) == 2
     assert "no camera topic" in capsys.readouterr().err
@@ -261,3 +258,49 @@ def test_qos_in_metadata_that_differs_from_the_storage_loses_nothing(tmp_path: P
     assert np.array_equal(
         np.frombuffer(got["/cam/color/image_raw"][3][1].data, np.uint8).reshape(48, 64, 3), scene(3)
     )
+
+
+def test_a_bag_without_messages_on_its_camera_topic_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cosmos_reasoner_ros.bag.files.io import typestore
+    from cosmos_reasoner_ros.bag.files.writer import open_writer
+
+    writer = open_writer(tmp_path / "empty")
+    writer.add_topic("/camera/image_raw", "sensor_msgs/msg/Image", typestore())
+    writer.close()
+    for command in (
+        ["evaluate", str(tmp_path / "empty"), "-o", str(tmp_path / "r")],
+        ["play", str(tmp_path / "empty")],
+    ):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "no messages on /camera/image_raw: nothing to replay" in err and "9223372036" not in err
+
+
+def test_one_percentile_in_stdout_verdict_html_and_junit(tmp_path: Path) -> None:
+    import re
+
+    from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
+    from cosmos_reasoner_ros.bag.report.junit import JUnitSuite, write_junit
+    from cosmos_reasoner_ros.bag.runs.finish import finish_run, summary_lines
+
+    latencies = [0.5, 0.7, 1.1, 1.3, 2.0, 2.2, 3.1, 4.519, 5.0, 6.199]
+    records = [
+        ResultRecord(task="next_action", trigger_s=float(i), success=True, latency_s=x)
+        for i, x in enumerate(latencies)
+    ]
+    result = finish_run(records, tmp_path, {}, load_tolerances())
+    p95 = f"{result.verdict.stats.latency_p95_s:.3f}"
+    assert p95 == "6.199"  # nearest rank: the 10th of 10
+    assert f"p95 {p95} s" in summary_lines(result)[0]
+    assert re.search(rf"p95\s+{p95} s", (tmp_path / "index.html").read_text())
+    junit = write_junit(tmp_path / "junit.xml", [JUnitSuite("run", result.verdict)]).read_text()
+    assert f'name="latency_p95_s" value="{p95}"' in junit and "latency_gate" in junit
+
+
+def test_scenario_takes_a_media_dir() -> None:
+    from cosmos_reasoner_ros.bag.cli import build_parser
+
+    args = build_parser().parse_args(["scenario", "s.yaml", "-o", "out", "--media-dir", "/srv/media"])
+    assert args.media_dir == Path("/srv/media")
