@@ -156,3 +156,14 @@ class StaleResult(ReasonerError):
     is published with this kind, its answer and parts kept, and forwarded nowhere else."""
 
     kind = "stale"
+
+
+QUOTE_CHARS = 64  # characters of user input an error message quotes at most
+
+
+def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
+    """User input as an error message quotes it: its repr, at most `limit` characters of it, and its full
+    length when cut. A hostile name of a megabyte is never echoed whole (into a result, a log, a reply)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"

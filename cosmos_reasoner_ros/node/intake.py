@@ -18,6 +18,7 @@ from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.node.parameters import NodeConfig
 from cosmos_reasoner_ros.reasoner import TaskCatalog
 from cosmos_reasoner_ros.requests import (
+    MAX_NAME_CHARS,
     Job,
     Outcome,
     ProgressCallback,
@@ -26,6 +27,7 @@ from cosmos_reasoner_ros.requests import (
     build_group,
     group_problem,
     instruction_problem,
+    size_problem,
 )
 
 __all__ = ["RequestIntake"]
@@ -86,6 +88,21 @@ class RequestIntake:
         negative no limit. One task takes the instruction as before; several share it among those tasks that
         take one (or each gets its own from `instructions`)."""
         cfg = self.config
+        base_id = f"{self._name}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        trigger_time, trigger_ns = time.monotonic(), self._now_ns()  # one for the whole clip
+        # Too large to look at (a goal of 100,000 tasks, a name of a megabyte): one refused request, built
+        # from bounded prefixes, before anything else is made of it.
+        too_large = size_problem(tasks, instructions, cameras, (instruction, step), cfg.max_instruction_chars)
+        if too_large:
+            first = build_group(
+                self.catalog,
+                base_id,
+                ((tasks[0] if tasks else cfg.task)[:MAX_NAME_CHARS],),
+                instruction[: cfg.max_instruction_chars],
+                trigger_time=trigger_time,
+                trigger_ns=trigger_ns,
+            )
+            return RequestGroup(first.specs, first.explicit_instruction, too_large)
         default_instruction = self.instruction
         if max_result_age_s == 0:
             max_result_age_s = cfg.max_result_age_s
@@ -93,7 +110,7 @@ class RequestIntake:
             max_result_age_s = 0.0  # this goal wants no limit
         return build_group(
             self.catalog,
-            f"{self._name}-{next(self._ids)}-{uuid.uuid4().hex[:8]}",
+            base_id,
             tasks or (cfg.task,),
             instruction or default_instruction,
             step=step,
@@ -104,8 +121,8 @@ class RequestIntake:
             reasoning=reasoning,
             max_result_age_s=max_result_age_s,
             explicit_instruction=explicit_instruction,
-            trigger_time=time.monotonic(),  # one trigger time and stamp for the whole clip
-            trigger_ns=self._now_ns(),
+            trigger_time=trigger_time,
+            trigger_ns=trigger_ns,
         )
 
     def trigger_group(self) -> RequestGroup:
