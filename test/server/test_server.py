@@ -486,6 +486,37 @@ def test_api_key_goes_to_the_environment_and_is_redacted(capsys: pytest.CaptureF
     assert "sk-printed" not in printed and json.loads(printed)["env"]["VLLM_API_KEY"] == command.REDACTED
 
 
+def test_harmless_settings_are_shown_and_urls_lose_their_credentials(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: --print-command showed TOKENIZERS_PARALLELISM as <redacted> (its name holds TOKEN) and the
+    password of a proxy URL in plain text."""
+    env = {
+        "TOKENIZERS_PARALLELISM": "false",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_TOKEN": "hf-secret",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "HTTPS_PROXY": "http://robot:proxy-pw@proxy:3128",
+    }
+    assert cli.main(["--print-command", "--vllm-version", "0.32.0", "--set", f"env={json.dumps(env)}"]) == 0
+    printed = capsys.readouterr().out
+    shown = json.loads(printed)["env"]
+    assert shown["TOKENIZERS_PARALLELISM"] == "false" and shown["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert shown["HF_TOKEN"] == shown["AWS_SECRET_ACCESS_KEY"] == command.REDACTED
+    assert shown["HTTPS_PROXY"] == "http://<redacted>@proxy:3128"
+    assert not any(secret in printed for secret in ("hf-secret", "aws-secret", "proxy-pw"))
+    assert command.redacted_argv(["--x", "https://u:p@h/v1"]) == ["--x", "https://<redacted>@h/v1"]
+
+
+def test_a_server_url_with_credentials_is_refused_without_showing_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = cli.main(["--mode", "external", "--server-url", "http://robot:s3cr3t@127.0.0.1:9/v1"])
+    err = capsys.readouterr().err
+    assert code == errors.EXIT_CONFIG and "server_url: must not contain credentials" in err
+    assert "s3cr3t" not in err and "<redacted>@127.0.0.1:9" in err
+
+
 def test_external_mode_builds_no_command() -> None:
     with pytest.raises(errors.SupervisorError):
         command.build_command(ServerSettings(mode="external", server_url="http://gpu:8000/v1"), "0.26.0")
