@@ -71,6 +71,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         Node.__init__(self, node_name, **kwargs)
         # What shutdown() touches exists before anything can fail: a half-built node shuts down cleanly.
         self._shutting_down = False
+        self._active = False  # accepting requests: between a successful activate and deactivate/shutdown
         self._scheduler: RequestScheduler | None = None
         self._health: HealthMonitor | None = None
         self._action: ReasonActionServer | None = None
@@ -138,6 +139,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 )
                 return TransitionCallbackReturn.FAILURE
         self._create_inputs(cfg)
+        self._active = True
         self.get_logger().info(
             f"ready: cameras {', '.join(c.name + '<-' + c.topic for c in cfg.cameras)}; "
             f"server {cfg.server_url}; "
@@ -146,15 +148,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """No new requests; those in flight end (cancelled) with their results published; inputs go away."""
-        for entity in self._inputs:
-            self._destroy_input(entity)
-        self._inputs.clear()
+        """No new requests; those in flight end (cancelled) with their results published; inputs go away.
+        The action server stays (refusing new goals): every accepted goal's result, of one that ended before
+        or during the transition, stays available to get_result (before, 5 of 160 goals of a storm never got
+        theirs, and a result asked after deactivate got no answer at all)."""
+        self._stop_inputs()
         if self._scheduler is not None:
             self._scheduler.shutdown(self.config.shutdown_timeout_s)
-        if self._action is not None:
-            self._action.destroy()
-            self._action = None
         if self._health is not None:
             self._health.stop()
             self._health = None
@@ -168,8 +168,17 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """From any state: nothing accepted from now on (the service and topics go; goals are refused), what
+        is in flight ends with its results. Goal results stay retrievable until the node is destroyed."""
+        self._stop_inputs()
         self.shutdown()
         return TransitionCallbackReturn.SUCCESS
+
+    def _stop_inputs(self) -> None:
+        self._active = False
+        for entity in self._inputs:
+            self._destroy_input(entity)
+        self._inputs.clear()
 
     def _destroy_input(self, entity: Any) -> None:
         if isinstance(entity, Subscription):
@@ -315,16 +324,18 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             timers.append((cfg.trigger_period_s, self._on_timer))
         for period, tick in timers:
             self._inputs.append(self.create_timer(period, tick, callback_group=timer_group))
-        self._action = ReasonActionServer(
-            self,
-            self.intake.new_group,
-            lambda group, progress, done: self.intake.submit(group, progress, done)[0],
-            lambda job: self.scheduler.cancel(job),
-            lambda outcome: result_msg(outcome, self._frame_id(outcome)),
-            cfg.feedback_rate_hz,
-            requests,
-            trigger_group,
-        )
+        if self._action is None:  # one for the node's life: results outlive deactivate and cleanup
+            self._action = ReasonActionServer(
+                self,
+                lambda *args, **kwargs: self.intake.new_group(*args, **kwargs),
+                lambda group, progress, done: self.intake.submit(group, progress, done)[0],
+                lambda job: self.scheduler.cancel(job),
+                lambda outcome: result_msg(outcome, self._frame_id(outcome)),
+                cfg.feedback_rate_hz,
+                requests,
+                trigger_group,
+                accepting=lambda: self._active and not self._shutting_down,
+            )
 
     # ------------------------------------------------------------------------------------------ inputs
 
@@ -378,7 +389,10 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             else:
                 self._last.error, self._last.error_kind = outcome.error, outcome.error_kind
             self._last.stale_cameras = outcome.stale_cameras
-        self.outputs.publish(outcome, self._frame_id(outcome))
+        outputs: ResultOutputs | None = self.__dict__.get("outputs")
+        if outputs is None:  # after cleanup: a goal accepted before it still gets its action result
+            return
+        outputs.publish(outcome, self._frame_id(outcome))
         if not outcome.success:
             self._problems.report(
                 f"request:{outcome.error_kind}",
@@ -440,6 +454,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         if self._shutting_down:
             return
         self._shutting_down = True
+        self._active = False
         config = getattr(self, "config", None)
         timeout = timeout_s if timeout_s is not None else (config.shutdown_timeout_s if config else 3.0)
         if self._scheduler is not None and not self._scheduler.shutdown(timeout):
