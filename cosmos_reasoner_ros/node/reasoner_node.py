@@ -278,7 +278,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             def on_change(healthy: bool, error: str) -> None:
                 if healthy:
                     model = self._health.model if self._health else ""
-                    self.get_logger().info(f"server {self.config.server_url} is healthy (model {model})")
+                    outage = self._health.last_outage_s if self._health and self._health.outages else 0.0
+                    again = f" again after {outage:.0f} s unreachable" if outage else ""
+                    self.get_logger().info(
+                        f"server {self.config.server_url} is healthy{again} (model {model})"
+                    )
                 else:
                     self.get_logger().warning(f"server {self.config.server_url} is not reachable: {error}")
 
