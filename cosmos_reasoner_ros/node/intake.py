@@ -30,7 +30,26 @@ from cosmos_reasoner_ros.requests import (
     size_problem,
 )
 
-__all__ = ["RequestIntake"]
+__all__ = ["RequestIntake", "instruction_from_cdr"]
+
+_CDR_LITTLE_ENDIAN = {0: False, 1: True, 6: False, 7: True}  # CDR and XCDR2, big and little endian
+
+
+def instruction_from_cdr(raw: bytes) -> tuple[str, str]:
+    """A serialized std_msgs/String (the raw bytes of ~/instruction) as (text, problem). rclpy hands a string
+    over up to its first NUL, so an instruction with one ran cut at it: read from the bytes, the NUL is seen
+    and the instruction refused. Text that is not UTF-8, or bytes that are not such a message, are refused."""
+    if len(raw) < 8 or raw[0] != 0 or raw[1] not in _CDR_LITTLE_ENDIAN:
+        return "", "not a serialized std_msgs/String"
+    size = int.from_bytes(raw[4:8], "little" if _CDR_LITTLE_ENDIAN[raw[1]] else "big")
+    data = raw[8 : 8 + size]
+    if size == 0 or len(data) != size or data[-1] != 0:
+        return "", "not a serialized std_msgs/String"
+    try:
+        text = data[:-1].decode("utf-8")
+    except UnicodeDecodeError:
+        return "", "it is not valid UTF-8"
+    return text, ""
 
 
 class RequestIntake:
@@ -61,9 +80,10 @@ class RequestIntake:
         with self._lock:
             return self._instruction
 
-    def set_instruction(self, text: str) -> str:
-        """Take a new standing instruction; the reason it is refused (and the old one kept), or ''."""
-        problem = instruction_problem(text, self.config.max_instruction_chars)
+    def set_instruction(self, text: str, problem: str = "") -> str:
+        """Take a new standing instruction; the reason it is refused (and the old one kept), or ''. `problem`:
+        already found (instruction_from_cdr)."""
+        problem = problem or instruction_problem(text, self.config.max_instruction_chars)
         if not problem:
             with self._lock:
                 self._instruction = text

@@ -38,7 +38,7 @@ from cosmos_reasoner_ros.node.core import Core
 from cosmos_reasoner_ros.node.diagnostics import LastRequest, ProblemLog, StatusReport, node_status
 from cosmos_reasoner_ros.node.health import HealthMonitor
 from cosmos_reasoner_ros.node.ingest import CameraIngest
-from cosmos_reasoner_ros.node.intake import RequestIntake
+from cosmos_reasoner_ros.node.intake import RequestIntake, instruction_from_cdr
 from cosmos_reasoner_ros.node.outputs import ResultOutputs
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config
 from cosmos_reasoner_ros.node.reason_action import ReasonActionServer
@@ -311,11 +311,21 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 depth, info = self.outputs.depth_callback(cam.name), self.outputs.info_callback(cam.name)
                 subscriptions.append((Image, cam.depth_topic, depth, image_qos, group))
                 subscriptions.append((CameraInfo, cam.camera_info_topic, info, reliable, group))
-        subscriptions.append((String, "~/instruction", self._on_instruction, requests, trigger_group))
         for msg_type, topic, callback, qos, group in subscriptions:
             self._inputs.append(
                 self.create_subscription(msg_type, topic, callback, qos, callback_group=group)
             )
+        # Raw: rclpy would hand the string over cut at a NUL, and the cut instruction would run.
+        self._inputs.append(
+            self.create_subscription(
+                String,
+                "~/instruction",
+                self._on_instruction,
+                requests,
+                callback_group=trigger_group,
+                raw=True,
+            )
+        )
         self._inputs.append(
             self.create_service(
                 Trigger, "~/trigger", self._on_trigger, qos_profile=requests, callback_group=trigger_group
@@ -351,9 +361,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
         return on_image
 
-    def _on_instruction(self, msg: String) -> None:
-        text = msg.data
-        problem = self.intake.set_instruction(text)
+    def _on_instruction(self, raw: bytes) -> None:
+        text, problem = instruction_from_cdr(raw)
+        problem = self.intake.set_instruction(text, problem)
         if problem:
             self.get_logger().warning(f"instruction refused ({problem}): {shorten(text)}")
         else:

@@ -113,6 +113,12 @@ def test_hostile_instructions_and_goals_get_clear_results(running: Any) -> None:
     wait_until(lambda: "instruction refused" in node.output(), 10, "the refusal in the log")
     line = next(line for line in node.output().splitlines() if "instruction refused" in line)
     assert len(line) < 400 and "1000000 characters" in line  # logged shortened, never in full
+    # A NUL inside (a C++ publisher, or raw bytes): before, rclpy handed over 'open' and it ran as such.
+    payload = b"open\0 the drawer\0"
+    pub.publish(b"\0\1\0\0" + len(payload).to_bytes(4, "little") + payload)
+    refused = "instruction refused (it contains a NUL character)"
+    wait_until(lambda: refused in node.output(), 10, "the refusal of the NUL")
+    assert "instruction set: 'open'" not in node.output()
 
     def goal_kind(**fields: Any) -> tuple[str, str]:
         handle = probe.action.send_goal_async(probe.Reason.Goal(**fields))
