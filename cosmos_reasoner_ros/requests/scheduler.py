@@ -23,6 +23,7 @@ import logging
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -150,8 +151,10 @@ class RequestScheduler:
             target=self._delivery_loop, name="reasoner-delivery", daemon=True
         )
         self._delivery_thread.start()
-        # Deadlines: (time.monotonic(), sequence, job, hard) in a heap; a hard entry ends what still runs.
-        self._deadlines: list[tuple[float, int, Job, bool]] = []
+        # Deadlines: (time.monotonic(), sequence, job, hard) in a heap; a hard entry ends what still runs. The
+        # job is held weakly: a job that ended long before its deadline (a day at most) is not kept, with its
+        # outcomes and their frames, until then.
+        self._deadlines: list[tuple[float, int, weakref.ref[Job], bool]] = []
         self._sequence = itertools.count()
         self._deadline_wake = threading.Condition(self._lock)
         self._deadline_thread = threading.Thread(
@@ -328,7 +331,7 @@ class RequestScheduler:
     def _watch_deadline(self, job: Job) -> None:
         deadline = job.spec.deadline(time.monotonic())
         if deadline is not None:
-            heapq.heappush(self._deadlines, (deadline, next(self._sequence), job, False))
+            heapq.heappush(self._deadlines, (deadline, next(self._sequence), weakref.ref(job), False))
             self._deadline_wake.notify_all()
 
     def _deadline_loop(self) -> None:
@@ -341,8 +344,9 @@ class RequestScheduler:
                 if left > 0:
                     self._deadline_wake.wait(left)
                     continue
-                _, _, job, hard = heapq.heappop(self._deadlines)
-                if job.done:
+                _, _, ref, hard = heapq.heappop(self._deadlines)
+                job = ref()
+                if job is None or job.done:
                     continue
                 error = DeadlineExceeded(f"the deadline of {job.spec.deadline_s:g} s passed")
                 g = self._groups.get(job.group)
@@ -355,7 +359,7 @@ class RequestScheduler:
                     # whole machine got no CPU for seconds), the request still gets its grace to stop.
                     heapq.heappush(
                         self._deadlines,
-                        (time.monotonic() + _DEADLINE_GRACE_S, next(self._sequence), job, True),
+                        (time.monotonic() + _DEADLINE_GRACE_S, next(self._sequence), ref, True),
                     )
                 else:
                     # It did not stop within the grace: its outcome now; the slot stays taken until it ends.
@@ -381,6 +385,7 @@ class RequestScheduler:
             if item is None:
                 return
             self._hand_over(*item)
+            del item  # not held (with its outcome's frame) while waiting for the next one
 
     def _hand_over(self, job: Job, outcome: Outcome) -> None:
         if self._finalize is not None:

@@ -375,3 +375,21 @@ def test_a_job_of_many_requests_costs_the_scheduler_no_work_per_request_under_it
     wait_until(lambda: len(runner.delivered) == 2001, 10, "the next trigger's outcome")
     assert CountingJob.reads <= 2, CountingJob.reads  # before: one per outcome delivered and per finish
     assert sched.shutdown(1.0)
+
+
+def test_a_job_that_ended_is_not_kept_until_its_deadline() -> None:
+    """A trigger each second with a deadline of an hour kept every ended job, its outcomes and their frames,
+    in the deadline heap until the hour had passed: 3,600 jobs."""
+    import gc
+    import weakref
+
+    runner = Runner(hold=False)
+    sched = scheduler(runner)
+    j = Job(spec=RequestSpec(request_id="long", task="next_action", deadline_s=3600.0), group=("front",))
+    assert sched.submit(j).accepted
+    wait_until(lambda: runner.kinds().get("long") == "success", 10, "the outcome")
+    ref = weakref.ref(j)
+    del j
+    gc.collect()
+    assert ref() is None
+    assert sched.shutdown(1.0)
