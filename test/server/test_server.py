@@ -1154,7 +1154,7 @@ def test_a_frozen_server_is_killed_and_restarted_within_the_grace(tmp_path: Path
     """Before: vLLM stopped (SIGSTOP) with /health timing out for 30 s: nothing said, nothing restarted, the
     ready file kept. Now: past health_grace_s the group is killed and restarted, counted and said."""
     port = free_port()
-    config = write_config(tmp_path, fake_vllm, port, health_grace_s=2.0, stop_grace_s=1.0, max_restarts=3)
+    config = write_config(tmp_path, fake_vllm, port, health_grace_s=3.0, stop_grace_s=1.0, max_restarts=3)
     proc = SupervisorProcess(config, fake_env(tmp_path))
     try:
         proc.read_until("READY ")
@@ -1181,7 +1181,7 @@ def test_outside_kills_before_ready_are_restarts_not_the_same_failure_twice(
     exit 10 although max_restarts was 5. A death by a signal is a restart like any other."""
     port = free_port()
     proc = SupervisorProcess(
-        write_config(tmp_path, fake_vllm, port, max_restarts=5), fake_env(tmp_path, FAKE_VLLM_DELAY="4")
+        write_config(tmp_path, fake_vllm, port, max_restarts=5), fake_env(tmp_path, FAKE_VLLM_DELAY="10")
     )
     try:
         for n in (1, 2):
