@@ -156,3 +156,41 @@ class StaleResult(ReasonerError):
     is published with this kind, its answer and parts kept, and forwarded nowhere else."""
 
     kind = "stale"
+
+
+QUOTE_CHARS = 64  # characters of user input an error message quotes at most
+
+
+def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
+    """User input as an error message quotes it: its repr, at most `limit` characters of it, and its full
+    length when cut. A hostile name of a megabyte is never echoed whole (into a result, a log, a reply)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def url_has_credentials(url: str) -> bool:
+    """Whether a URL carries a user or password (`http://user:password@host/`). Such URLs are refused
+    wherever one is configured: they would show their secret in logs, diagnostics and parameter dumps, and
+    the HTTP client would send them as Basic authentication instead of the API key as a bearer token."""
+    netloc = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    return "@" in netloc
+
+
+def shown_url(url: str) -> str:
+    """A URL as an error message may show it: the credentials replaced, the rest a bounded prefix."""
+    scheme, sep, rest = url.partition("://")
+    if sep and url_has_credentials(url):
+        host_part, slash, path = rest.partition("/")
+        rest = "<redacted>@" + host_part.rsplit("@", 1)[1] + slash + path
+    return quoted(scheme + sep + rest, 200)
+
+
+def credentials_problem(name: str, url: str) -> str:
+    """The configuration problem of a URL with credentials, naming the setting and never the secret."""
+    if not url_has_credentials(url):
+        return ""
+    return (
+        f"{name}: must not contain credentials (user:password@): the API key comes from the environment "
+        f"variable named by api_key_env and is sent as a bearer token; got {shown_url(url)}"
+    )

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cosmos_reasoner_ros.errors import credentials_problem, shown_url
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, PACKAGE, config_file
 
 NODE_EXECUTABLE = "reasoner_node"
@@ -146,7 +147,11 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
         raise LaunchArgumentError(f"gpus: comma-separated GPU ids such as 0,1, got {args['gpus']!r}")
     server_url = args["server_url"] or f"http://127.0.0.1:{port}/v1"
     if not server_url.startswith(("http://", "https://")):
-        raise LaunchArgumentError(f"server_url: must start with http:// or https://, got {server_url!r}")
+        raise LaunchArgumentError(
+            f"server_url: must start with http:// or https://, got {shown_url(server_url)}"
+        )
+    if credentials_problem("server_url", server_url):
+        raise LaunchArgumentError(credentials_problem("server_url", server_url))
     cameras = [c.strip() for c in args["cameras"].split(",") if c.strip()]
     supervisor = None
     if start_server:

@@ -100,12 +100,14 @@ def test_cameras_size_the_servers_media_limit_and_the_version_reaches_it() -> No
         ({"mode": "external"}, "mode"),
         ({"gpus": "first"}, "gpus"),
         ({"server_url": "gpu-host:8000"}, "server_url"),
+        ({"server_url": "http://robot:s3cr3t@gpu-host:8000/v1"}, "server_url: must not contain credentials"),
         ({"camera": "front"}, "camera"),
     ],
 )
 def test_invalid_arguments_name_the_argument(values: dict[str, str], named: str) -> None:
-    with pytest.raises(lc.LaunchArgumentError, match=named):
+    with pytest.raises(lc.LaunchArgumentError, match=named) as err:
         lc.plan(values)
+    assert "s3cr3t" not in str(err.value)
 
 
 def test_every_argument_is_described_and_unique() -> None:

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from cosmos_reasoner_ros import launch_config
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.report.html import ResultRecord
 from cosmos_reasoner_ros.errors import ReasonerError
+from cosmos_reasoner_ros.server import watchdog
 
 DEFAULT_CLIP = ROBOT_CLIP
 
@@ -168,7 +170,8 @@ def _healthy(url: str) -> bool:
 class LaunchedPipeline:
     """`ros2 launch` running the pipeline; the handle evaluate_live checks and stops."""
 
-    def __init__(self, cmd: list[str], log_path: Path) -> None:
+    def __init__(self, cmd: list[str], log_path: Path, health_url: str = "") -> None:
+        self.health_url = health_url
         env = dict(os.environ)
         env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)  # the launch's python sets up its own library path
         self.log_path = log_path
@@ -209,7 +212,26 @@ class LaunchedPipeline:
                 )
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+                self._no_server_left()
         self._log.close()
+
+    def _no_server_left(self) -> None:
+        """After a SIGKILL of the launch: its supervisor's reaper stops vLLM's group (in a session of its own,
+        out of the launch's group) within its stop grace; should a server still hold the port after that, it
+        is stopped here, never left running (it once ran for an hour after the demo ended)."""
+        if not self.health_url:
+            return
+        port = urllib.parse.urlsplit(self.health_url).port or 0
+        deadline = time.monotonic() + 40.0  # the supervisor's stop_grace_s (20 s) and some
+        while time.monotonic() < deadline and _healthy(self.health_url):
+            time.sleep(0.5)
+        holder = watchdog.port_holder(port) if port else None
+        if holder is not None and holder.stale:
+            print(
+                f"[demo] stopping the server the launch left on port {port}: {holder.describe()}",
+                file=sys.stderr,
+            )
+            watchdog.stop_group(holder.pgid, 10.0)
 
 
 @dataclass
@@ -233,7 +255,7 @@ class LaunchStarter:
         self.command = launch_tools.launch_command(*self.arguments, f"params_file:={params}")
         print(f"[demo] starting the pipeline with ros2 launch (log in {log_path}):")
         print(f"    {shlex.join(['ros2', *self.command[1:]])}", flush=True)  # ros2 is on PATH
-        pipeline = LaunchedPipeline(self.command, log_path)
+        pipeline = LaunchedPipeline(self.command, log_path, self.health_url)
         try:
             if self.health_url:
                 start_s = pipeline.wait_healthy(self.health_url, self.start_timeout_s)

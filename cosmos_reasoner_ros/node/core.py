@@ -17,8 +17,8 @@ from cosmos_reasoner_ros.clips import (
     PreEncoder,
     RetentionPolicy,
 )
-from cosmos_reasoner_ros.errors import ReasonerError
-from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, validate
+from cosmos_reasoner_ros.errors import ReasonerError, quoted
+from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, split_tasks, validate
 from cosmos_reasoner_ros.reasoner import ClientSettings, ReasonerClient, RequestSettings, TaskCatalog
 from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
 
@@ -43,8 +43,15 @@ class Core:
         catalog = None
         try:
             catalog = TaskCatalog.load(cfg.tasks_file or None)
+            known = ", ".join(catalog.names())
             if cfg.task not in catalog:
-                problems.append(f"task: unknown task {cfg.task!r}; known: {', '.join(catalog.names())}")
+                problems.append(f"task: unknown task {quoted(cfg.task)}; known: {known}")
+            # Every task the timer and ~/trigger will ask, now: a typo would otherwise start normally and have
+            # every trigger rejected.
+            unknown = [name for name in split_tasks(cfg.trigger_tasks) if name not in catalog]
+            if unknown:
+                names = ", ".join(quoted(name) for name in unknown[:4])
+                problems.append(f"trigger_tasks: unknown task(s) {names}; known: {known}")
         except (ReasonerError, OSError) as exc:
             problems.append(f"tasks_file: {exc}")
         if problems:

@@ -80,10 +80,32 @@ class ProblemLog:
         self._log(message + (f" ({repeats} more since last report)" if repeats else ""))
 
 
-def server_status(url: str, model: str, healthy: bool | None, error: str) -> StatusReport:
+def server_status(
+    url: str,
+    model: str,
+    healthy: bool | None,
+    error: str,
+    unreachable_for_s: float = 0.0,
+    outages: int = 0,
+    last_outage_s: float = 0.0,
+) -> StatusReport:
+    """outages: times the server went from healthy to unreachable (its supervisor restarting it after a crash
+    or a freeze shows as one), last_outage_s how long the last ended one lasted."""
     level = "ok" if healthy else ("warn" if healthy is None else "error")
-    message = {True: "healthy", False: f"unreachable: {error}", None: "not checked yet"}[healthy]
-    values = {"url": url, "model": model or "(not discovered)", "healthy": healthy}
+    down = (
+        f"unreachable for {unreachable_for_s:.0f} s: {error}"
+        if unreachable_for_s
+        else f"unreachable: {error}"
+    )
+    message = {True: "healthy", False: down, None: "not checked yet"}[healthy]
+    values = {
+        "url": url,
+        "model": model or "(not discovered)",
+        "healthy": healthy,
+        "unreachable_for_s": round(unreachable_for_s, 1),
+        "outages": outages,
+        "last_outage_s": round(last_outage_s, 1),
+    }
     return StatusReport("reasoner_node: server", level, message, values)
 
 
@@ -170,7 +192,17 @@ def node_status(
 ) -> list[StatusReport]:
     """reasoner_node's statuses: the server, the requests, one per camera (stale after 5 sampling periods or
     2 s without a message)."""
-    reports = [server_status(cfg.server_url, health.model, health.healthy, health.error)]
+    reports = [
+        server_status(
+            cfg.server_url,
+            health.model,
+            health.healthy,
+            health.error,
+            health.unreachable_for_s(),
+            health.outages,
+            health.last_outage_s,
+        )
+    ]
     counts = scheduler.counts()
     reports.append(requests_status(counts, scheduler.in_flight(), scheduler.waiting(), last, extra))
     now, stale_after = time.monotonic(), max(2.0, 5.0 / cfg.sample_fps)

@@ -18,6 +18,7 @@ from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.node.parameters import NodeConfig
 from cosmos_reasoner_ros.reasoner import TaskCatalog
 from cosmos_reasoner_ros.requests import (
+    MAX_NAME_CHARS,
     Job,
     Outcome,
     ProgressCallback,
@@ -26,9 +27,29 @@ from cosmos_reasoner_ros.requests import (
     build_group,
     group_problem,
     instruction_problem,
+    size_problem,
 )
 
-__all__ = ["RequestIntake"]
+__all__ = ["RequestIntake", "instruction_from_cdr"]
+
+_CDR_LITTLE_ENDIAN = {0: False, 1: True, 6: False, 7: True}  # CDR and XCDR2, big and little endian
+
+
+def instruction_from_cdr(raw: bytes) -> tuple[str, str]:
+    """A serialized std_msgs/String (the raw bytes of ~/instruction) as (text, problem). rclpy hands a string
+    over up to its first NUL, so an instruction with one ran cut at it: read from the bytes, the NUL is seen
+    and the instruction refused. Text that is not UTF-8, or bytes that are not such a message, are refused."""
+    if len(raw) < 8 or raw[0] != 0 or raw[1] not in _CDR_LITTLE_ENDIAN:
+        return "", "not a serialized std_msgs/String"
+    size = int.from_bytes(raw[4:8], "little" if _CDR_LITTLE_ENDIAN[raw[1]] else "big")
+    data = raw[8 : 8 + size]
+    if size == 0 or len(data) != size or data[-1] != 0:
+        return "", "not a serialized std_msgs/String"
+    try:
+        text = data[:-1].decode("utf-8")
+    except UnicodeDecodeError:
+        return "", "it is not valid UTF-8"
+    return text, ""
 
 
 class RequestIntake:
@@ -59,9 +80,10 @@ class RequestIntake:
         with self._lock:
             return self._instruction
 
-    def set_instruction(self, text: str) -> str:
-        """Take a new standing instruction; the reason it is refused (and the old one kept), or ''."""
-        problem = instruction_problem(text, self.config.max_instruction_chars)
+    def set_instruction(self, text: str, problem: str = "") -> str:
+        """Take a new standing instruction; the reason it is refused (and the old one kept), or ''. `problem`:
+        already found (instruction_from_cdr)."""
+        problem = problem or instruction_problem(text, self.config.max_instruction_chars)
         if not problem:
             with self._lock:
                 self._instruction = text
@@ -86,6 +108,21 @@ class RequestIntake:
         negative no limit. One task takes the instruction as before; several share it among those tasks that
         take one (or each gets its own from `instructions`)."""
         cfg = self.config
+        base_id = f"{self._name}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        trigger_time, trigger_ns = time.monotonic(), self._now_ns()  # one for the whole clip
+        # Too large to look at (a goal of 100,000 tasks, a name of a megabyte): one refused request, built
+        # from bounded prefixes, before anything else is made of it.
+        too_large = size_problem(tasks, instructions, cameras, (instruction, step), cfg.max_instruction_chars)
+        if too_large:
+            first = build_group(
+                self.catalog,
+                base_id,
+                ((tasks[0] if tasks else cfg.task)[:MAX_NAME_CHARS],),
+                instruction[: cfg.max_instruction_chars],
+                trigger_time=trigger_time,
+                trigger_ns=trigger_ns,
+            )
+            return RequestGroup(first.specs, first.explicit_instruction, too_large)
         default_instruction = self.instruction
         if max_result_age_s == 0:
             max_result_age_s = cfg.max_result_age_s
@@ -93,7 +130,7 @@ class RequestIntake:
             max_result_age_s = 0.0  # this goal wants no limit
         return build_group(
             self.catalog,
-            f"{self._name}-{next(self._ids)}-{uuid.uuid4().hex[:8]}",
+            base_id,
             tasks or (cfg.task,),
             instruction or default_instruction,
             step=step,
@@ -104,8 +141,8 @@ class RequestIntake:
             reasoning=reasoning,
             max_result_age_s=max_result_age_s,
             explicit_instruction=explicit_instruction,
-            trigger_time=time.monotonic(),  # one trigger time and stamp for the whole clip
-            trigger_ns=self._now_ns(),
+            trigger_time=trigger_time,
+            trigger_ns=trigger_ns,
         )
 
     def trigger_group(self) -> RequestGroup:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from cosmos_reasoner_ros.errors import credentials_problem, shown_url
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR
 from cosmos_reasoner_ros.requests import CHECK_NAMES, MAX_TASKS_PER_CLIP
 
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "NodeConfig",
     "read_config",
+    "split_tasks",
     "validate",
 ]
 
@@ -345,7 +347,10 @@ def validate(cfg: NodeConfig) -> list[str]:
         if value not in choices:
             problems.append(f"{name}: must be one of {', '.join(choices)}, got {value!r}")
     if not cfg.server_url.startswith(("http://", "https://")):
-        problems.append(f"server_url: must start with http:// or https://, got {cfg.server_url!r}")
+        problems.append(f"server_url: must start with http:// or https://, got {shown_url(cfg.server_url)}")
+    credentials = credentials_problem("server_url", cfg.server_url)
+    if credentials:
+        problems.append(credentials)
     if not cfg.media_dir and not cfg.inline_media:
         problems.append("media_dir: needed unless inline_media is true")
     if len(cfg.instruction) > cfg.max_instruction_chars:

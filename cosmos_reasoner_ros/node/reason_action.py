@@ -6,6 +6,10 @@ with `timeout` results.
 
 A goal may ask several tasks about the same clip: one request each, all in one job; the goal's result lists
 them in its order and ends when the last has ended (each is on ~/result as soon as it has).
+
+The server lives as long as the node, across lifecycle transitions: goals are accepted only while the node is
+active (`accepting()`), and every accepted goal's result stays available to get_result for the action
+server's retention (rclpy's result_timeout) also after deactivate, cleanup or shutdown.
 """
 
 from __future__ import annotations
@@ -45,8 +49,10 @@ class ReasonActionServer:
         feedback_rate_hz: float,
         qos: QoSProfile,
         callback_group: CallbackGroup,
+        accepting: Callable[[], bool] = lambda: True,
     ) -> None:
         self._node, self._new_group, self._submit, self._cancel = node, new_group, submit, cancel
+        self._accepting = accepting
         self._result_msg = result_msg
         self._min_gap = 1.0 / feedback_rate_hz
         self._jobs: dict[bytes, Job] = {}
@@ -56,7 +62,7 @@ class ReasonActionServer:
             Reason,
             "~/reason",
             execute_callback=self._execute,
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,  # refusals come as results, with their reason
+            goal_callback=self._on_goal,
             cancel_callback=self._on_cancel,
             callback_group=callback_group,
             # Goals come in bursts like service calls: the queues hold them (the defaults drop past 10).
@@ -64,6 +70,11 @@ class ReasonActionServer:
             result_service_qos_profile=qos,
             cancel_service_qos_profile=qos,
         )
+
+    def _on_goal(self, _goal: Any) -> GoalResponse:
+        """Every goal while the node is active (a refusal comes as its result, with the reason); none once it
+        is not: an inactive node answers at once instead of accepting what it would only cancel."""
+        return GoalResponse.ACCEPT if self._accepting() else GoalResponse.REJECT
 
     def _goal_group(self, goal: Any) -> RequestGroup:
         """The requests a Reason goal asks for: its task (or tasks) with its settings."""

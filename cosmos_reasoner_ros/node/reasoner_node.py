@@ -41,7 +41,7 @@ from cosmos_reasoner_ros.node.core import Core
 from cosmos_reasoner_ros.node.diagnostics import LastRequest, ProblemLog, StatusReport, node_status
 from cosmos_reasoner_ros.node.health import HealthMonitor
 from cosmos_reasoner_ros.node.ingest import CameraIngest
-from cosmos_reasoner_ros.node.intake import RequestIntake
+from cosmos_reasoner_ros.node.intake import RequestIntake, instruction_from_cdr
 from cosmos_reasoner_ros.node.outputs import ResultOutputs
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config
 from cosmos_reasoner_ros.node.reason_action import ReasonActionServer
@@ -74,6 +74,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         Node.__init__(self, node_name, **kwargs)
         # What shutdown() touches exists before anything can fail: a half-built node shuts down cleanly.
         self._shutting_down = False
+        self._active = False  # accepting requests: between a successful activate and deactivate/shutdown
         self._scheduler: RequestScheduler | None = None
         self._health: HealthMonitor | None = None
         self._action: ReasonActionServer | None = None
@@ -141,6 +142,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 )
                 return TransitionCallbackReturn.FAILURE
         self._create_inputs(cfg)
+        self._active = True
         self.get_logger().info(
             f"ready: cameras {', '.join(c.name + '<-' + c.topic for c in cfg.cameras)}; "
             f"server {cfg.server_url}; "
@@ -149,15 +151,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """No new requests; those in flight end (cancelled) with their results published; inputs go away."""
-        for entity in self._inputs:
-            self._destroy_input(entity)
-        self._inputs.clear()
+        """No new requests; those in flight end (cancelled) with their results published; inputs go away.
+        The action server stays (refusing new goals): every accepted goal's result, of one that ended before
+        or during the transition, stays available to get_result (before, 5 of 160 goals of a storm never got
+        theirs, and a result asked after deactivate got no answer at all)."""
+        self._stop_inputs()
         if self._scheduler is not None:
             self._scheduler.shutdown(self.config.shutdown_timeout_s)
-        if self._action is not None:
-            self._action.destroy()
-            self._action = None
         if self._health is not None:
             self._health.stop()
             self._health = None
@@ -171,8 +171,17 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """From any state: nothing accepted from now on (the service and topics go; goals are refused), what
+        is in flight ends with its results. Goal results stay retrievable until the node is destroyed."""
+        self._stop_inputs()
         self.shutdown()
         return TransitionCallbackReturn.SUCCESS
+
+    def _stop_inputs(self) -> None:
+        self._active = False
+        for entity in self._inputs:
+            self._destroy_input(entity)
+        self._inputs.clear()
 
     def _destroy_input(self, entity: Any) -> None:
         if isinstance(entity, Subscription):
@@ -272,7 +281,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             def on_change(healthy: bool, error: str) -> None:
                 if healthy:
                     model = self._health.model if self._health else ""
-                    self.get_logger().info(f"server {self.config.server_url} is healthy (model {model})")
+                    outage = self._health.last_outage_s if self._health and self._health.outages else 0.0
+                    again = f" again after {outage:.0f} s unreachable" if outage else ""
+                    self.get_logger().info(
+                        f"server {self.config.server_url} is healthy{again} (model {model})"
+                    )
                 else:
                     self.get_logger().warning(f"server {self.config.server_url} is not reachable: {error}")
 
@@ -301,11 +314,21 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 depth, info = self.outputs.depth_callback(cam.name), self.outputs.info_callback(cam.name)
                 subscriptions.append((Image, cam.depth_topic, depth, image_qos, group))
                 subscriptions.append((CameraInfo, cam.camera_info_topic, info, reliable, group))
-        subscriptions.append((String, "~/instruction", self._on_instruction, requests, trigger_group))
         for msg_type, topic, callback, qos, group in subscriptions:
             self._inputs.append(
                 self.create_subscription(msg_type, topic, callback, qos, callback_group=group)
             )
+        # Raw: rclpy would hand the string over cut at a NUL, and the cut instruction would run.
+        self._inputs.append(
+            self.create_subscription(
+                String,
+                "~/instruction",
+                self._on_instruction,
+                requests,
+                callback_group=trigger_group,
+                raw=True,
+            )
+        )
         self._inputs.append(
             self.create_service(
                 Trigger, "~/trigger", self._on_trigger, qos_profile=requests, callback_group=trigger_group
@@ -322,16 +345,18 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             self._inputs.append(
                 self.create_timer(cfg.trigger_period_s, self._on_timer, callback_group=timer_group)
             )
-        self._action = ReasonActionServer(
-            self,
-            self.intake.new_group,
-            lambda group, progress, done: self.intake.submit(group, progress, done)[0],
-            lambda job: self.scheduler.cancel(job),
-            lambda outcome: result_msg(outcome, self._frame_id(outcome)),
-            cfg.feedback_rate_hz,
-            requests,
-            trigger_group,
-        )
+        if self._action is None:  # one for the node's life: results outlive deactivate and cleanup
+            self._action = ReasonActionServer(
+                self,
+                lambda *args, **kwargs: self.intake.new_group(*args, **kwargs),
+                lambda group, progress, done: self.intake.submit(group, progress, done)[0],
+                lambda job: self.scheduler.cancel(job),
+                lambda outcome: result_msg(outcome, self._frame_id(outcome)),
+                cfg.feedback_rate_hz,
+                requests,
+                trigger_group,
+                accepting=lambda: self._active and not self._shutting_down,
+            )
 
     # ------------------------------------------------------------------------------------------ inputs
 
@@ -343,9 +368,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
         return on_image
 
-    def _on_instruction(self, msg: String) -> None:
-        text = msg.data
-        problem = self.intake.set_instruction(text)
+    def _on_instruction(self, raw: bytes) -> None:
+        text, problem = instruction_from_cdr(raw)
+        problem = self.intake.set_instruction(text, problem)
         if problem:
             self.get_logger().warning(f"instruction refused ({problem}): {shorten(text)}")
         else:
@@ -391,7 +416,10 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             else:
                 self._last.error, self._last.error_kind = outcome.error, outcome.error_kind
             self._last.stale_cameras = outcome.stale_cameras
-        self.outputs.publish(outcome, self._frame_id(outcome))
+        outputs: ResultOutputs | None = self.__dict__.get("outputs")
+        if outputs is None:  # after cleanup: a goal accepted before it still gets its action result
+            return
+        outputs.publish(outcome, self._frame_id(outcome))
         if not outcome.success:
             self._problems.report(
                 f"request:{outcome.error_kind}",
@@ -453,6 +481,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         if self._shutting_down:
             return
         self._shutting_down = True
+        self._active = False
         config = getattr(self, "config", None)
         timeout = timeout_s if timeout_s is not None else (config.shutdown_timeout_s if config else 3.0)
         if self._scheduler is not None and not self._scheduler.shutdown(timeout):

@@ -30,6 +30,9 @@ from cosmos_reasoner_ros.errors import (
     RequestTimeout,
     ServerError,
     ServerUnavailable,
+    credentials_problem,
+    shown_url,
+    url_has_credentials,
 )
 from cosmos_reasoner_ros.reasoner.request_builder import ChatRequest
 
@@ -55,7 +58,9 @@ class ClientSettings:
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+            raise ValueError(f"base_url must be an http(s) URL, got {shown_url(self.base_url)}")
+        if url_has_credentials(self.base_url):  # they would go as Basic auth, not the key as a bearer token
+            raise ValueError(credentials_problem("base_url", self.base_url))
         if (
             min(self.connect_timeout_s, self.read_timeout_s) <= 0
             or self.max_retries < 0

@@ -3,7 +3,14 @@ goal (groups) and whether they may run (checks), admission, deadlines and exactl
 one clip to its answers (pipeline), and the geometric checks of an answer (result_checks). Above the reasoner,
 clips and geometry; the node drives it."""
 
-from cosmos_reasoner_ros.requests.checks import group_problem, instruction_problem, request_problem
+from cosmos_reasoner_ros.requests.checks import (
+    MAX_CAMERAS_PER_REQUEST,
+    MAX_NAME_CHARS,
+    group_problem,
+    instruction_problem,
+    request_problem,
+    size_problem,
+)
 from cosmos_reasoner_ros.requests.groups import MAX_TASKS_PER_CLIP, RequestGroup, build_group
 from cosmos_reasoner_ros.requests.outcome import (
     STAGES,
@@ -28,6 +35,8 @@ from cosmos_reasoner_ros.requests.scheduler import BUSY_POLICIES, Admission, Job
 __all__ = [
     "BUSY_POLICIES",
     "CHECK_NAMES",
+    "MAX_CAMERAS_PER_REQUEST",
+    "MAX_NAME_CHARS",
     "MAX_TASKS_PER_CLIP",
     "STAGES",
     "Admission",
@@ -51,4 +60,5 @@ __all__ = [
     "image_checks",
     "instruction_problem",
     "request_problem",
+    "size_problem",
 ]

@@ -13,6 +13,7 @@ caches serve the others instead of computing the clip again.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from cosmos_reasoner_ros.reasoner import (
     parse_answer,
 )
 from cosmos_reasoner_ros.requests.outcome import (
+    Cancel,
     ClipSummary,
     Outcome,
     OutcomeCallback,
@@ -219,6 +221,13 @@ class Pipeline:
     ) -> None:
         if cancel.is_set():
             raise RequestCancelled(f"cancelled before {name}")
+        # The deadline itself, not only the scheduler's word of it: a deadline of a few milliseconds passes
+        # before the scheduler's thread wakes, and the request went to the server after its deadline.
+        deadline = runs[0].spec.deadline(math.inf) if runs else None
+        if deadline is not None and time.monotonic() >= deadline:
+            if isinstance(cancel, Cancel):
+                cancel.expire()  # ends as a timeout, as if the scheduler had been in time
+            raise RequestCancelled(f"the deadline passed before {name}")
         if on_progress is None:
             return
         for p in runs:

@@ -2,7 +2,8 @@
 
 settings.py (config/server.yaml), versions.py (what each vLLM release accepts, derived from its wheel),
 detect.py (which vLLM the executable runs), command.py (argv and environment), supervisor.py (the process
-group), cli.py (the command line), errors.py (failures and exit codes). Imports nothing of the package but
+group), watchdog.py and reaper.py (the group dies with the supervisor, stale leftovers, frozen servers),
+cli.py (the command line), errors.py (failures and exit codes). Imports nothing of the package but
 package_files: a server host needs neither ROS nor the node.
 """
 

@@ -23,7 +23,13 @@ from .settings import ARCHITECTURES, ServerSettings
 from .versions import KNOWN_ENV, KNOWN_FLAGS, KNOWN_REASONING_PARSERS, RELEASES, sort_key
 
 REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+# A secret's name has a word ending in one of these (HF_TOKEN, VLLM_API_KEY, AWS_SECRET_ACCESS_KEY, MY_APIKEY,
+# DB_PASSWORD): TOKENIZERS_PARALLELISM or VLLM_CPU_KVCACHE_SPACE are settings, shown as they are.
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:[A-Z0-9]*(?:KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|CREDENTIALS?)|PASS|AUTH|PAT)(?:_|$)",
+    re.I,
+)
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
 _SECRET_FLAGS = ("--api-key",)
 
 
@@ -72,13 +78,19 @@ def redacted_argv(argv: Sequence[str]) -> list[str]:
         elif arg.split("=", 1)[0] in _SECRET_FLAGS and "=" in arg:
             out.append(arg.split("=", 1)[0] + "=" + REDACTED)
         else:
-            out.append(arg)
+            out.append(redacted_urls(arg))
     return out
 
 
+def redacted_urls(text: str) -> str:
+    """Text with the credentials of every URL in it (`http://user:password@host`) replaced."""
+    return _URL_CREDENTIALS.sub(rf"\g<scheme>{REDACTED}@", text)
+
+
 def redacted_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Variables whose names look secret (…KEY, …TOKEN, …SECRET, …PASSWORD) with their values replaced."""
-    return {k: (REDACTED if _SECRET_NAME.search(k) and v else v) for k, v in env.items()}
+    """Variables whose names look secret (…_KEY, …_TOKEN, …_SECRET, …_PASSWORD) with their values replaced,
+    and the credentials of URLs in the others (HTTPS_PROXY=http://user:password@proxy)."""
+    return {k: (REDACTED if _SECRET_NAME.search(k) and v else redacted_urls(v)) for k, v in env.items()}
 
 
 def base_environment(settings: ServerSettings) -> tuple[dict[str, str], tuple[str, ...]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from cosmos_reasoner_ros.errors import credentials_problem, shown_url
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, config_file
 
 from .errors import ConfigError
@@ -70,6 +71,7 @@ class ServerSettings:
     unset_env: tuple[str, ...] = ("_ROS_WHEELS_BOOTSTRAP_COMPLETE",)
     start_timeout_s: float = 1800.0
     health_period_s: float = 1.0
+    health_grace_s: float = 30.0
     max_restarts: int = 5
     restart_backoff_s: float = 2.0
     restart_backoff_max_s: float = 60.0
@@ -135,9 +137,12 @@ class ServerSettings:
         if self.mode == "external" and not self.server_url:
             problems.append("server_url: needed in mode external")
         if self.server_url and not self.server_url.startswith(("http://", "https://")):
-            problems.append(f"server_url: must start with http:// or https://, got {self.server_url!r}")
-        if min(self.start_timeout_s, self.health_period_s, self.stop_grace_s) <= 0 or self.max_restarts < 0:
-            problems.append("start_timeout_s, health_period_s, stop_grace_s: > 0; max_restarts: >= 0")
+            problems.append(
+                f"server_url: must start with http:// or https://, got {shown_url(self.server_url)}"
+            )
+        if credentials_problem("server_url", self.server_url):
+            problems.append(credentials_problem("server_url", self.server_url))
+        problems += _number_problems(self)
         if self.gpus and not all(g.strip().isdigit() for g in self.gpus.split(",")):
             problems.append(f"gpus: comma-separated GPU ids such as 0,1, got {self.gpus!r}")
         if problems:
@@ -150,6 +155,36 @@ class ServerSettings:
             url = self.server_url.rstrip("/")
             return url[: -len("/v1")] if url.endswith("/v1") else url
         return f"http://{self.host}:{self.port}"
+
+
+# The supervisor's numbers, [low, high] and whether 0 is allowed besides (off / none): a NaN once spun the
+# supervisor at 85 % CPU deaf to SIGTERM, an infinity raised an OverflowError from a wait.
+SUPERVISION_RANGES: dict[str, tuple[float, float, bool]] = {
+    "start_timeout_s": (0.1, 7 * 86400.0, False),
+    "health_period_s": (0.05, 600.0, False),
+    "health_grace_s": (1.0, 86400.0, True),
+    "max_restarts": (0, 1000, False),
+    "restart_backoff_s": (0.0, 3600.0, False),
+    "restart_backoff_max_s": (0.0, 86400.0, False),
+    "restart_reset_s": (1.0, 7 * 86400.0, False),
+    "stop_grace_s": (0.1, 3600.0, False),
+}
+
+
+def _number_problems(s: ServerSettings) -> list[str]:
+    problems = []
+    for name, (low, high, zero_ok) in SUPERVISION_RANGES.items():
+        value = getattr(s, name)
+        if not math.isfinite(value) or not (low <= value <= high or (zero_ok and value == 0)):
+            zero = "0 (off) or " if zero_ok else ""
+            problems.append(f"{name}: {zero}a finite number in [{low:g}, {high:g}], got {value}")
+    finite = math.isfinite(s.restart_backoff_s) and math.isfinite(s.restart_backoff_max_s)
+    if finite and s.restart_backoff_max_s < s.restart_backoff_s:
+        problems.append(
+            f"restart_backoff_max_s ({s.restart_backoff_max_s}) must not be below restart_backoff_s "
+            f"({s.restart_backoff_s})"
+        )
+    return problems
 
 
 def load_settings(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> ServerSettings:

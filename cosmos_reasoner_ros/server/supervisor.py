@@ -3,8 +3,13 @@
 The server runs in its own process group with its log forwarded line by line; readiness (/health 200) is
 printed as `READY <url>` and optionally written to a ready file; a server that dies is restarted with bounded
 exponential backoff, except when restarting cannot help: a command line vLLM refuses (argparse's exit code 2),
-or two exits in a row before /health with the same output. SIGINT/SIGTERM stop the whole group (SIGTERM, then
-SIGKILL after a grace period). Fatal outcomes are raised as errors.py types carrying the server's message.
+or two exits in a row before /health with the same output (a death by a signal is never such a failure).
+SIGINT/SIGTERM stop the whole group (SIGTERM, then SIGKILL after a grace period). Fatal outcomes are raised as
+errors.py types carrying the server's message.
+
+As a watchdog (watchdog.py): the group dies with the supervisor however it ends (the reaper process), a server
+or ready file left by a dead supervisor is recognised at start, and a ready server silent on /health for
+longer than health_grace_s is killed and restarted (counted in the restart budget).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from . import watchdog
 from .command import ServerCommand, base_environment, build_command, redacted_argv
 from .detect import DetectedVersion, detect_version, resolve_executable
 from .errors import (
@@ -48,16 +54,28 @@ _LOG_PREFIX = re.compile(
 _ARGPARSE_ERROR = re.compile(r"^\S.*?: error: (?:unrecognized arguments|argument |the following arguments)")
 
 
-def prepare(settings: ServerSettings) -> None:
-    """Checks before starting (a clear message now, not a failing server minutes later); creates dirs."""
+def prepare(settings: ServerSettings, say: Callable[[str], None] | None = None) -> None:
+    """Checks before starting (a clear message now, not a failing server minutes later); creates dirs. A
+    ready file or a server left by a supervisor that died is recognised: the file is removed, the server's
+    process group stopped (said through `say`)."""
+    tell = say or (lambda _message: None)
     resolve_executable(settings.executable[0])
-    if _looks_local(settings.model) and not Path(settings.model).expanduser().exists():
-        raise ModelNotFound(f"model path {settings.model} does not exist")
-    if port_in_use(settings.host, settings.port) and not settings.headless:
-        raise PortInUse(
-            f"port {settings.port} on {settings.host} is already in use (another server? choose another port "
-            "or use mode external with its URL)"
-        )
+    model = Path(settings.model).expanduser()
+    if _looks_local(settings.model):
+        if not model.exists():
+            raise ModelNotFound(f"model path {settings.model} does not exist")
+        # A Hugging Face checkpoint has config.json, a Mistral-format one params.json; vLLM refuses a
+        # directory with neither only after a minute of loading, in a message naming a pydantic web page.
+        if model.is_dir() and not any((model / name).exists() for name in ("config.json", "params.json")):
+            raise ModelNotFound(f"model path {settings.model} has no config.json: not a checkpoint directory")
+    if settings.ready_file:
+        ready = Path(settings.ready_file)
+        stale = watchdog.stale_ready_file(ready)
+        if stale:
+            ready.unlink(missing_ok=True)
+            tell(f"removed the stale ready file {ready}: {stale}")
+    if not settings.headless and port_in_use(settings.host, settings.port):
+        _reclaim_port(settings, tell)
     if settings.media_dir:
         media = Path(settings.media_dir).expanduser()
         if not media.exists():
@@ -67,6 +85,23 @@ def prepare(settings: ServerSettings) -> None:
         root = Path(settings.cache_dir).expanduser()
         for sub in ("tmp", "vllm", "inductor"):
             (root / sub).mkdir(parents=True, exist_ok=True)
+
+
+def _reclaim_port(settings: ServerSettings, tell: Callable[[str], None]) -> None:
+    """The port is taken. A server left by a dead supervisor is stopped (nobody watches it, it only holds the
+    port and memory); anything else is named in the error."""
+    holder = watchdog.port_holder(settings.port)
+    message = f"port {settings.port} on {settings.host} is already in use"
+    if holder is not None and holder.stale:
+        tell(f"{message} by a server nobody supervises: {holder.describe()}; stopping its process group")
+        watchdog.stop_group(holder.pgid, settings.stop_grace_s)
+        if watchdog.wait_port_free(lambda: port_in_use(settings.host, settings.port), 10.0):
+            return
+        message += " (still, after stopping the stale server)"
+    held = f" by {holder.describe()}" if holder is not None else ""
+    raise PortInUse(
+        f"{message}{held} (another server? choose another port or use mode external with its URL)"
+    )
 
 
 def detect(settings: ServerSettings) -> DetectedVersion:
@@ -92,12 +127,19 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def health_ok(url: str, timeout_s: float = 2.0) -> bool:
+def health_ok(url: str, timeout_s: float = 5.0) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as resp:  # noqa: S310 (http(s) URL checked)
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 def usage_error(code: int | None, lines: list[str]) -> str | None:
@@ -117,8 +159,11 @@ def failure_signature(code: int | None, lines: list[str]) -> str:
 
 
 def failure_message(lines: list[str]) -> str:
-    """The line that says most about a failed start: the last error line, else the last line."""
+    """The line that says most about a failed start: the last error line, else the last line. pydantic's
+    pointer to its web page ("For further information visit https://errors.pydantic.dev/...") is not it: the
+    validation error above it is (an empty model directory: "... ensure the presence of a config.json")."""
     kept = [_LOG_PREFIX.sub("", line.strip()) for line in lines if line.strip()]
+    kept = [line for line in kept if not line.startswith("For further information visit")]
     errors = [line for line in kept if re.search(r"error|exception|failed", line, re.I)]
     return (errors or kept or ["(no output)"])[-1]
 
@@ -145,7 +190,11 @@ class Supervisor:
         self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
         self._out_lock = threading.Lock()
         self.starts = 0
+        self.restarts = 0
+        self.last_restart_reason = ""
         self._stop_reason = ""
+        self._owner = watchdog.owner_mark()
+        self._reaper = watchdog.Reaper(settings.stop_grace_s)  # its process starts with the first server
 
     def say(self, message: str) -> None:
         with self._out_lock:
@@ -168,7 +217,7 @@ class Supervisor:
         s = self.settings
         if s.mode == "external":
             return self._wait_external()
-        prepare(s)
+        prepare(s, self.say)
         self.version = self.version or detect(s)
         self.command = build_command(s, self.version)
         self.say(self.version.describe())
@@ -181,9 +230,10 @@ class Supervisor:
                 started = time.monotonic()
                 proc = self._start(self.command)
                 ready = self._wait_ready(proc)
+                frozen = ""
                 if ready:
                     last_signature = ""
-                    self._watch(proc)
+                    frozen = self._watch(proc)
                 if self._stop.is_set():
                     break
                 code = proc.poll()
@@ -192,6 +242,7 @@ class Supervisor:
                     # The leader died, its workers (the engine core) may live on, holding the port and memory.
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
+                    self._reaper.clear()
                 if not ready and code is None:
                     self._terminate(proc)
                     raise NotReady(
@@ -200,31 +251,44 @@ class Supervisor:
                 lines = self._output_of(proc)
                 if not ready:
                     self._fail_fast(code, lines, last_signature)
-                    last_signature = failure_signature(code, lines)
+                    # A death by a signal leaves no signature: the next failure is compared with nothing.
+                    last_signature = failure_signature(code, lines) if code is None or code >= 0 else ""
                 if time.monotonic() - started >= s.restart_reset_s:
                     failures = 0
                 failures += 1
+                killed = f" ({_signal_name(code)})" if code is not None and code < 0 else ""
+                reason = frozen or f"exit code {code}{killed}"
                 if failures > s.max_restarts:
                     raise GaveUp(
-                        f"the server exited with code {code} {failures} times in a row: giving up "
-                        f"(last: {failure_message(lines)})"
+                        f"the server ended {failures} times in a row, the last time: it {frozen}: giving up"
+                        if frozen
+                        else f"the server exited with code {code}{killed} {failures} times in a row: "
+                        f"giving up (last: {failure_message(lines)})"
                     )
-                delay = min(s.restart_backoff_s * 2 ** (failures - 1), s.restart_backoff_max_s)
-                self.say(f"server exit code {code}; restart {failures}/{s.max_restarts} after {delay:.1f} s")
+                self.restarts += 1
+                self.last_restart_reason = reason
+                delay = min(s.restart_backoff_s * 2 ** min(failures - 1, 60), s.restart_backoff_max_s)
+                self.say(f"server {reason}; restart {failures}/{s.max_restarts} after {delay:.1f} s")
                 if self._stop.wait(delay):
                     break
-                if port_in_use(s.host, s.port) and not s.headless:
+                if not s.headless and port_in_use(s.host, s.port):
                     self.say(f"port {s.port} is still taken after the server exited; waiting for it")
+                    watchdog.wait_port_free(lambda: port_in_use(s.host, s.port), s.stop_grace_s)
         finally:
             if self._stop.is_set():
                 self.say(f"stopping{' on ' + self._stop_reason if self._stop_reason else ''}")
             if self._proc is not None:
                 self._terminate(self._proc)
             self._clear_ready()
+            self._reaper.clear()
+            self._reaper.close()
         return EXIT_OK
 
     def _fail_fast(self, code: int | None, lines: list[str], last_signature: str) -> None:
-        """Raise when restarting cannot help: a refused command line, or the same failure as last time."""
+        """Raise when restarting cannot help: a refused command line, or the same failure as last time. A
+        death by a signal (an outside SIGKILL, the OOM killer) is neither: the server did not fail itself."""
+        if code is not None and code < 0:
+            return
         version = self.version.version if self.version else "?"
         usage = usage_error(code, lines)
         if usage is not None:
@@ -240,14 +304,18 @@ class Supervisor:
     def _start(self, command: ServerCommand) -> subprocess.Popen[bytes]:
         self.say("starting: " + shlex.join(redacted_argv(command.argv)))
         self._tail.clear()
+        env = command.environment()
+        env[watchdog.OWNER_ENV] = self._owner  # whose it is, should it outlive this supervisor
         proc = subprocess.Popen(
             list(command.argv),
-            env=command.environment(),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopping it also stops its workers
         )
+        # Should this supervisor die from now on, however, the reaper stops the group.
+        self._reaper.guard(proc.pid, self.settings.ready_file)
         with self._lock:
             self._proc = proc
         self.starts += 1
@@ -289,10 +357,28 @@ class Supervisor:
             self._stop.wait(s.health_period_s)
         return False
 
-    def _watch(self, proc: subprocess.Popen[bytes]) -> None:
-        """Until the server exits or stop(): a ready server is only restarted when its process dies."""
-        while not self._stop.is_set() and proc.poll() is None:
-            self._stop.wait(self.settings.health_period_s)
+    def _watch(self, proc: subprocess.Popen[bytes]) -> str:
+        """Until the server exits, freezes or stop(). Returns why a live server was killed (it stopped
+        answering /health for longer than health_grace_s), or '' when it exited by itself or on stop()."""
+        s = self.settings
+        health = watchdog.HealthWatch(s.health_grace_s, time.monotonic())
+        while not self._stop.wait(s.health_period_s) and proc.poll() is None:
+            self._reaper.check()
+            if s.headless or s.health_grace_s == 0:
+                continue
+            # A frozen server accepts the connection and never answers: a check must not outlast the grace.
+            health.observe(health_ok(s.url, min(5.0, s.health_grace_s)), time.monotonic())
+            now = time.monotonic()
+            if health.frozen(now) and proc.poll() is None and not self._stop.is_set():
+                reason = (
+                    f"did not answer /health for {health.silent_for(now):.0f} s (health_grace_s "
+                    f"{s.health_grace_s:g}): frozen, killed"
+                )
+                self.say(f"the server (pid {proc.pid}) {reason}; stopping its process group to restart it")
+                self._clear_ready()
+                self._terminate(proc)
+                return reason
+        return ""
 
     def _ready(self, pid: int, elapsed_s: float) -> None:
         url = self.settings.url
@@ -308,6 +394,9 @@ class Supervisor:
                 "starts": self.starts,
                 "start_s": round(elapsed_s, 2),
                 "supervisor_pid": os.getpid(),
+                "supervisor": self._owner,  # pid and start time: a stale file is told from a live one
+                "restarts": self.restarts,
+                "last_restart_reason": self.last_restart_reason,
                 "vllm_version": self.version.version if self.version else None,
             }
             tmp.write_text(json.dumps(record) + "\n")
@@ -325,8 +414,12 @@ class Supervisor:
 
     def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
         """SIGTERM to the whole process group, SIGKILL after stop_grace_s; also reaps leftover workers."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+        for sig in (
+            signal.SIGTERM,
+            signal.SIGCONT,
+        ):  # a stopped (frozen) process acts on SIGTERM once it runs
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
         try:
             proc.wait(timeout=self.settings.stop_grace_s)
         except subprocess.TimeoutExpired:
@@ -335,6 +428,7 @@ class Supervisor:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        self._reaper.clear()
 
     def _wait_external(self) -> int:
         s = self.settings

@@ -64,3 +64,13 @@ def test_camera_status_names_a_stale_camera_and_counts_refusals() -> None:
     ) == (1, 1, 1)
     stale = camera_status("front", "/f", stats, buffer, time.monotonic() + 5.0, 2.0)
     assert stale.level == "warn" and "stale" in stale.message
+
+
+def test_the_server_status_tells_how_long_it_is_unreachable_and_its_outages() -> None:
+    down = server_status("u", "m", False, "health check failed", 12.4, 2, 47.3)
+    assert down.message == "unreachable for 12 s: health check failed"
+    assert (down.values["unreachable_for_s"], down.values["outages"], down.values["last_outage_s"]) == (
+        12.4,
+        2,
+        47.3,
+    )

@@ -32,3 +32,23 @@ def test_a_raising_check_is_an_unhealthy_server_not_a_dead_thread() -> None:
     assert "ConnectionError: refused" in monitor.error
     monitor.stop(2.0)
     assert not monitor._thread or not monitor._thread.is_alive()
+
+
+def test_an_outage_of_a_server_that_was_up_is_counted_and_timed() -> None:
+    """A server killed and restarted by its supervisor (crashed, or frozen past health_grace_s) shows in the
+    node's diagnostics as an outage with its length (before: only 'unreachable', then 'healthy' again)."""
+    now = [100.0]
+    answers = iter([False, True, False, False, True])  # down at start (not an outage), up, down 7 s, up
+    monitor = HealthMonitor(lambda: next(answers), lambda: "m", 1.0, clock=lambda: now[0])
+    monitor.poll()
+    assert monitor.outages == 0 and monitor.unreachable_for_s() == 0.0
+    now[0] = 101.0
+    monitor.poll()
+    assert monitor.healthy and monitor.unreachable_for_s() == 0.0 and monitor.last_outage_s == 0.0
+    for t in (110.0, 115.0):
+        now[0] = t
+        monitor.poll()
+    assert monitor.outages == 1 and monitor.unreachable_for_s() == 5.0
+    now[0] = 117.0
+    monitor.poll()
+    assert monitor.healthy and monitor.outages == 1 and monitor.last_outage_s == 7.0

@@ -385,6 +385,8 @@ def test_invalid_parameters_stop_the_node_with_a_clear_message(tmp_path: Path) -
             ("media_dir", str(tmp_path / "file"), "is not a directory"),
             ("task", "fly", "unknown task 'fly'"),
             ("video_kwargs_mode", "sometimes", "video_kwargs_mode"),
+            # Before: started normally, and every trigger was then rejected.
+            ("trigger_tasks", "next_action, fly", "trigger_tasks: unknown task\\(s\\) 'fly'"),
         ]:
             extra = [] if name == "media_dir" else [Parameter("media_dir", value=str(tmp_path / "m"))]
             with pytest.raises(ConfigError, match=words):
@@ -441,6 +443,30 @@ def test_main_exits_2_with_the_reason_on_bad_parameters(tmp_path: Path) -> None:
     assert "buffer_seconds: must be a finite number, got inf" in output
     assert "trigger_period_s: must be 0 (off) or at least 0.05 s" in output
     assert "Traceback" not in output and "Error:" not in output.replace("ConfigError", "")
+
+
+def test_a_server_url_with_credentials_is_refused_and_its_secret_never_shown(tmp_path: Path) -> None:
+    """Before: `http://user:password@host/v1` started; the password appeared in /diagnostics every second, the
+    log and `ros2 param dump`, and the server got Basic authentication instead of the API key as a bearer."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "cosmos_reasoner_ros.node",
+        "--ros-args",
+        "-p",
+        "server_url:=http://robot:s3cr3t-pw@127.0.0.1:9/v1",
+        "-p",
+        f"media_dir:={tmp_path}",
+    ]
+    log_dir = tmp_path / "ros_log"
+    env = ros_env(ROS_LOG_DIR=str(log_dir))
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert "server_url: must not contain credentials" in output and "<redacted>@127.0.0.1:9" in output
+    assert "s3cr3t-pw" not in output and "Traceback" not in output
+    logs = [p for p in log_dir.glob("**/*") if p.is_file()]
+    assert logs and not any("s3cr3t-pw" in p.read_text(errors="replace") for p in logs)
 
 
 def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:

@@ -113,6 +113,12 @@ def test_hostile_instructions_and_goals_get_clear_results(running: Any) -> None:
     wait_until(lambda: "instruction refused" in node.output(), 10, "the refusal in the log")
     line = next(line for line in node.output().splitlines() if "instruction refused" in line)
     assert len(line) < 400 and "1000000 characters" in line  # logged shortened, never in full
+    # A NUL inside (a C++ publisher, or raw bytes): before, rclpy handed over 'open' and it ran as such.
+    payload = b"open\0 the drawer\0"
+    pub.publish(b"\0\1\0\0" + len(payload).to_bytes(4, "little") + payload)
+    refused = "instruction refused (it contains a NUL character)"
+    wait_until(lambda: refused in node.output(), 10, "the refusal of the NUL")
+    assert "instruction set: 'open'" not in node.output()
 
     def goal_kind(**fields: Any) -> tuple[str, str]:
         handle = probe.action.send_goal_async(probe.Reason.Goal(**fields))
@@ -128,6 +134,31 @@ def test_hostile_instructions_and_goals_get_clear_results(running: Any) -> None:
     assert kind == "invalid_request" and "takes no instruction" in error
     kind, error = goal_kind(task="custom", instruction="y" * 5000)
     assert kind == "invalid_request" and "max_instruction_chars" in error
+    assert node.proc.poll() is None
+
+
+def test_a_goal_of_100000_tasks_is_refused_at_once_while_a_trigger_beside_it_is_served(running: Any) -> None:
+    """Before: 16,000 tasks took 50 s and held a trigger's reply 34.5 s; 100,000 gave no result in 120 s, the
+    next goal no response. Now the goal is one refused request, and the trigger beside it is served."""
+    node, probe, _server = running
+    goal_sent = probe.action.send_goal_async(probe.Reason.Goal(tasks=["next_action"] * 100_000))
+    reply = probe.trigger.call_async(probe.Trigger.Request())  # at the same moment
+    handle = wait_until(lambda: goal_sent.result() if goal_sent.done() else None, 30, "goal acceptance")
+    answer = handle.get_result_async()
+    result = wait_until(lambda: answer.result() if answer.done() else None, 30, "the goal's result").result
+    assert len(result.results) == 1, len(result.results)
+    refused = result.result
+    assert refused.error_kind == "invalid_request" and "at most 8 tasks" in refused.error, refused.error
+    trigger_id = wait_until(lambda: reply.result() if reply.done() else None, 30, "the trigger reply").message
+    wait_until(lambda: probe.results[trigger_id.split()[0]], 30, "the trigger's result")
+    wait_until(lambda: probe.results[refused.request_id], 10, "the goal's one ~/result")
+    # The node still serves goals: a normal one after it.
+    after = probe.action.send_goal_async(probe.Reason.Goal(task="next_action"))
+    handle = wait_until(lambda: after.result() if after.done() else None, 30, "the next goal's acceptance")
+    answer = handle.get_result_async()
+    wait_until(lambda: answer.result() if answer.done() else None, 30, "the next goal's result")
+    time.sleep(0.5)  # a duplicate would arrive by now
+    assert probe.results[refused.request_id] == 1
     assert node.proc.poll() is None
 
 

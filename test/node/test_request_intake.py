@@ -97,3 +97,68 @@ def test_frames_are_pre_encoded_while_triggers_come() -> None:
     assert intake(default_config(pre_encode="on", trigger_period_s=0.0), rec).pre_encoding()
     assert intake(default_config(pre_encode="auto", trigger_period_s=1.0), rec).pre_encoding()
     assert rec.scheduler.shutdown(1.0)
+
+
+def test_a_goal_too_large_is_one_refused_request_built_from_bounded_prefixes() -> None:
+    """A goal of 100,000 tasks (or names, instructions, cameras of a megabyte) is refused before anything
+    is made of it: one request, one outcome, an error that quotes at most a bounded prefix."""
+    rec = Recorder()
+    desk = intake(default_config(max_instruction_chars=2000), rec)
+    cases = {
+        "tasks": dict(tasks=("next_action",) * 100_000),
+        "task name": dict(tasks=("n" * 1_000_000,)),
+        "instructions": dict(tasks=("custom", "custom"), instructions=("x",) * 100_000),
+        "cameras": dict(cameras=("front",) * 100_000),
+        "camera name": dict(cameras=("c" * 1_000_000,)),
+        "step": dict(tasks=("assisted_next_action",), step="s" * 1_000_000),
+    }
+    for what, goal in cases.items():
+        group = desk.new_group(**goal)  # type: ignore[arg-type]
+        assert len(group.specs) == 1 and group.problem, what
+        assert len(group.problem) < 300 and "00000" in group.problem, (what, group.problem[:300])
+        assert len(group.specs[0].task) <= 128 and len(group.specs[0].instruction) <= 2000, what
+        _job, refused = desk.submit(group)
+        assert refused == group.problem
+    wait_until(lambda: len(rec.delivered) == len(cases), 10, "one outcome per refused goal")
+    assert all(o.error_kind == "invalid_request" and len(o.error) < 300 for o in rec.delivered)
+    assert rec.scheduler.shutdown(1.0)
+
+
+def test_an_unknown_task_of_a_megabyte_is_quoted_by_a_bounded_prefix() -> None:
+    rec = Recorder()
+    desk = intake(default_config(), rec)
+    _job, refused = desk.submit(desk.new_group(tasks=("f" * 100,)))  # long, but within the name limit
+    assert "unknown task 'ffff" in refused and "(100 characters)" in refused and len(refused) < 400
+    assert rec.scheduler.shutdown(1.0)
+
+
+def _cdr_string(data: bytes, little: bool = True) -> bytes:
+    order = "little" if little else "big"
+    return bytes([0, 1 if little else 0, 0, 0]) + (len(data) + 1).to_bytes(4, order) + data + b"\0"
+
+
+def test_an_instruction_is_read_whole_from_its_bytes_and_a_nul_refused() -> None:
+    """rclpy hands a std_msgs/String over up to its first NUL: 'open\\0 the drawer' ran as 'open'."""
+    from rclpy.serialization import serialize_message
+    from std_msgs.msg import String
+
+    from cosmos_reasoner_ros.node.intake import instruction_from_cdr
+
+    text = "pick up the cup ü"
+    assert instruction_from_cdr(serialize_message(String(data=text))) == (text, "")
+    text, problem = instruction_from_cdr(_cdr_string(b"open\0 the drawer"))
+    assert "NUL" in instruction_problem_of(text, problem)
+    assert instruction_from_cdr(_cdr_string(b"put it down", little=False)) == ("put it down", "")
+    assert instruction_from_cdr(_cdr_string(b"\xff\xfe"))[1] == "it is not valid UTF-8"
+    assert instruction_from_cdr(b"\0\1\0\0\x09\0\0\0short")[1] == "not a serialized std_msgs/String"
+    rec = Recorder()
+    desk = intake(default_config(instruction="keep this"), rec)
+    assert "NUL" in desk.set_instruction(*instruction_from_cdr(_cdr_string(b"open\0 the drawer")))
+    assert desk.instruction == "keep this"
+    assert rec.scheduler.shutdown(1.0)
+
+
+def instruction_problem_of(text: str, problem: str) -> str:
+    from cosmos_reasoner_ros.requests import instruction_problem
+
+    return problem or instruction_problem(text, 2000)

@@ -305,6 +305,11 @@ def test_settings_are_validated() -> None:
         ClientSettings(read_timeout_s=0)
     assert ClientSettings(base_url="http://h:8000/v1/").server_url == "http://h:8000"
     assert ClientSettings(base_url="http://h:8000").server_url == "http://h:8000"
+    # Credentials in the URL went as Basic authentication instead of the key as a bearer token, and showed
+    # wherever the URL did: refused, without showing them.
+    with pytest.raises(ValueError, match="must not contain credentials") as err:
+        ClientSettings(base_url="http://robot:s3cr3t@h:8000/v1")
+    assert "s3cr3t" not in str(err.value)
 
 
 def test_connection_lost_mid_stream_is_not_retried() -> None:

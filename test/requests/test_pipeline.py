@@ -507,3 +507,19 @@ def test_the_age_at_publication_and_a_stale_success(
     assert unlimited.success and unlimited.age_s == pytest.approx(1000.0)
     failed = error_outcome(RequestSpec("b", "trajectory", max_result_age_s=1.0), BusyError("busy"))
     assert failed.published(10**12).error_kind == "busy"  # only successes become stale
+
+
+@pytest.mark.parametrize("deadline_s", [0.001, 0.005, 0.02])
+def test_a_request_past_its_deadline_is_never_sent(
+    buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path, deadline_s: float
+) -> None:
+    """Before: deadlines of 1-20 ms still sent the request after the deadline had passed (the scheduler's
+    deadline thread had not woken yet). The trigger came 50 ms ago: its deadline has passed whatever the
+    machine's speed, and nobody expires the cancel event: the pipeline must see the deadline itself."""
+    pipeline = make_pipeline(buffer, tmp_path, server.base_url)
+    cancel = Cancel()
+    spec = RequestSpec("tiny", "next_action", deadline_s=deadline_s, trigger_time=time.monotonic() - 0.05)
+    out = pipeline.run(spec, cancel=cancel)
+    assert (out.success, out.error_kind) == (False, "timeout"), out.error
+    assert f"deadline of {deadline_s:g} s passed" in out.error
+    assert not server.requests  # nothing reached the server

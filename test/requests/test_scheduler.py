@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.processes import wait_until
 
+from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.requests.outcome import Outcome, RequestSpec
 from cosmos_reasoner_ros.requests.scheduler import Job, RequestScheduler
 
@@ -349,3 +350,46 @@ def test_finalize_changes_the_outcome_everyone_sees_and_a_failing_one_changes_no
     assert done[0][0].error_kind == "stale" and old.outcome is not None and old.outcome.error_kind == "stale"
     assert s.counts()["stale"] == 1 and s.counts()["success"] == 1
     assert s.shutdown(1.0)
+
+
+def test_a_job_of_many_requests_costs_the_scheduler_no_work_per_request_under_its_lock() -> None:
+    """Each refused task of a 100,000-task goal used to rebuild the set of every request id of its job under
+    the scheduler's lock (50 s for 16,000 tasks, a trigger's reply held 34 s). What the scheduler asks of a
+    job per outcome is now fixed when the job is made: reading its specs does not grow with the outcomes."""
+
+    class CountingJob(Job):
+        reads = 0
+
+        @property
+        def specs(self) -> tuple[RequestSpec, ...]:
+            type(self).reads += 1
+            return super().specs
+
+    runner = Runner(hold=False)
+    sched = scheduler(runner)
+    specs = [RequestSpec(request_id=f"big-{i}", task="next_action") for i in range(2000)]
+    big = CountingJob(spec=specs[0], group=("front",), more=tuple(specs[1:]))
+    sched.fail(big, TaskError("too many tasks"))
+    wait_until(lambda: len(runner.delivered) == 2000, 30, "2000 outcomes")
+    assert sched.submit(job(1)).accepted  # the scheduler is free for the next trigger
+    wait_until(lambda: len(runner.delivered) == 2001, 10, "the next trigger's outcome")
+    assert CountingJob.reads <= 2, CountingJob.reads  # before: one per outcome delivered and per finish
+    assert sched.shutdown(1.0)
+
+
+def test_a_job_that_ended_is_not_kept_until_its_deadline() -> None:
+    """A trigger each second with a deadline of an hour kept every ended job, its outcomes and their frames,
+    in the deadline heap until the hour had passed: 3,600 jobs."""
+    import gc
+    import weakref
+
+    runner = Runner(hold=False)
+    sched = scheduler(runner)
+    j = Job(spec=RequestSpec(request_id="long", task="next_action", deadline_s=3600.0), group=("front",))
+    assert sched.submit(j).accepted
+    wait_until(lambda: runner.kinds().get("long") == "success", 10, "the outcome")
+    ref = weakref.ref(j)
+    del j
+    gc.collect()
+    assert ref() is None
+    assert sched.shutdown(1.0)

@@ -106,6 +106,9 @@ def fake_vllm(tmp_path: Path) -> Path:
     # -S: no site packages (no ROS wheels' re-exec): the recorded pid is the process the supervisor started.
     script.write_text(f"#!{sys.executable} -S\n{FAKE_VLLM}")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "config.json").write_text(
+        "{}"
+    )  # the model directory the tests name (tmp_path) is a checkpoint
     return script
 
 
@@ -483,6 +486,37 @@ def test_api_key_goes_to_the_environment_and_is_redacted(capsys: pytest.CaptureF
     assert "sk-printed" not in printed and json.loads(printed)["env"]["VLLM_API_KEY"] == command.REDACTED
 
 
+def test_harmless_settings_are_shown_and_urls_lose_their_credentials(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: --print-command showed TOKENIZERS_PARALLELISM as <redacted> (its name holds TOKEN) and the
+    password of a proxy URL in plain text."""
+    env = {
+        "TOKENIZERS_PARALLELISM": "false",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_TOKEN": "hf-secret",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "HTTPS_PROXY": "http://robot:proxy-pw@proxy:3128",
+    }
+    assert cli.main(["--print-command", "--vllm-version", "0.32.0", "--set", f"env={json.dumps(env)}"]) == 0
+    printed = capsys.readouterr().out
+    shown = json.loads(printed)["env"]
+    assert shown["TOKENIZERS_PARALLELISM"] == "false" and shown["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert shown["HF_TOKEN"] == shown["AWS_SECRET_ACCESS_KEY"] == command.REDACTED
+    assert shown["HTTPS_PROXY"] == "http://<redacted>@proxy:3128"
+    assert not any(secret in printed for secret in ("hf-secret", "aws-secret", "proxy-pw"))
+    assert command.redacted_argv(["--x", "https://u:p@h/v1"]) == ["--x", "https://<redacted>@h/v1"]
+
+
+def test_a_server_url_with_credentials_is_refused_without_showing_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = cli.main(["--mode", "external", "--server-url", "http://robot:s3cr3t@127.0.0.1:9/v1"])
+    err = capsys.readouterr().err
+    assert code == errors.EXIT_CONFIG and "server_url: must not contain credentials" in err
+    assert "s3cr3t" not in err and "<redacted>@127.0.0.1:9" in err
+
+
 def test_external_mode_builds_no_command() -> None:
     with pytest.raises(errors.SupervisorError):
         command.build_command(ServerSettings(mode="external", server_url="http://gpu:8000/v1"), "0.26.0")
@@ -507,6 +541,23 @@ def test_external_mode_builds_no_command() -> None:
         {"gpu_memory_utilization": "1.5"},
         {"executable": '["/venv/bin/python", "-m'},  # JSON that does not parse
         {"max_num_seqs": "2.5"},
+        # Supervision numbers: a NaN spun the supervisor at 85 % CPU deaf to SIGTERM, an infinity raised an
+        # OverflowError traceback, a NaN start_timeout_s exited 6 at once; NaN or negative backoffs passed.
+        {"health_period_s": ".nan"},
+        {"health_period_s": "inf"},
+        {"health_period_s": "0"},
+        {"start_timeout_s": "nan"},
+        {"start_timeout_s": "-1"},
+        {"restart_backoff_s": "nan"},
+        {"restart_backoff_s": "-1"},
+        {"restart_backoff_max_s": "inf"},
+        {"restart_reset_s": "nan"},
+        {"stop_grace_s": "inf"},
+        {"health_grace_s": "nan"},
+        {"health_grace_s": "-5"},
+        {"max_restarts": "-1"},
+        {"max_restarts": "1e12"},
+        {"gpu_memory_utilization": "nan"},
     ],
 )
 def test_invalid_settings_are_rejected_with_the_setting_named(overrides: dict[str, str]) -> None:
@@ -514,6 +565,26 @@ def test_invalid_settings_are_rejected_with_the_setting_named(overrides: dict[st
         settings.load_settings(None, overrides)
     assert info.value.exit_code == errors.EXIT_CONFIG
     assert next(iter(overrides)) in str(info.value)
+
+
+def test_bad_supervision_numbers_exit_2_naming_them_without_a_traceback(tmp_path: Path) -> None:
+    """As an integrator runs it: the command exits 2 at once, each bad number named, no traceback."""
+    config = tmp_path / "server.yaml"
+    config.write_text(
+        "mode: qwen3vl\nmodel: /nonexistent\nhealth_period_s: .nan\nrestart_backoff_s: -1\n"
+        "stop_grace_s: .inf\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "cosmos_reasoner_ros.server", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=fake_env(tmp_path),
+        timeout=60,
+    )
+    assert done.returncode == errors.EXIT_CONFIG, done.stderr
+    assert all(name in done.stderr for name in ("health_period_s", "restart_backoff_s", "stop_grace_s"))
+    assert "Traceback" not in done.stderr
 
 
 def test_command_line_flags_override_the_config() -> None:
@@ -734,6 +805,18 @@ def test_usage_errors_and_repeated_failures_are_recognised() -> None:
     assert supervisor.failure_message(first[:1]) == "EngineCore failed to start."  # without the log prefix
 
 
+def test_the_message_of_a_pydantic_validation_error_is_its_cause_not_its_web_page() -> None:
+    """vLLM 0.32 on an empty model directory: the supervisor quoted only pydantic's link to its web page."""
+    lines = [
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+        "  Value error, Invalid repository ID or local directory specified: '/tmp/empty'. Please verify the "
+        "following requirements: ... ensure the presence of a 'config.json' file. [type=value_error]",
+        "    For further information visit https://errors.pydantic.dev/2.11/v/value_error",
+    ]
+    message = supervisor.failure_message(lines)
+    assert "config.json" in message and "errors.pydantic.dev" not in message
+
+
 @pytest.mark.slow
 def test_a_refused_command_line_is_not_restarted(tmp_path: Path, fake_vllm: Path) -> None:
     """The H200 failure: vLLM 0.26.0 refuses --trust-request-mm-kwargs with exit code 2. Built for a release
@@ -946,3 +1029,200 @@ def test_the_old_module_path_still_runs_the_command_line() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["vllm_version"] == "0.21.0"
+
+
+# --- the supervisor as a watchdog ---------------------------------------------------------------------------
+
+
+def reaper_pid(supervisor_pid: int) -> int:
+    """The reaper the supervisor started (a child of it in a session of its own)."""
+    children = Path(f"/proc/{supervisor_pid}/task/{supervisor_pid}/children").read_text().split()
+    for child in map(int, children):
+        if b"reaper.py" in Path(f"/proc/{child}/cmdline").read_bytes():
+            return child
+    raise AssertionError(f"no reaper among the children {children} of {supervisor_pid}")
+
+
+@pytest.mark.slow
+def test_a_sigkilled_supervisor_takes_the_server_group_and_its_ready_file_with_it(
+    tmp_path: Path, fake_vllm: Path
+) -> None:
+    """Before: a SIGKILLed supervisor (ros2 launch escalating, the OOM killer, the demo's killpg) left vLLM
+    and its ready file behind, and the next supervisor on the port exited 4."""
+    port = free_port()
+    proc = SupervisorProcess(write_config(tmp_path, fake_vllm, port, stop_grace_s=2.0), fake_env(tmp_path))
+    try:
+        proc.read_until("READY ")
+        server = records(tmp_path / "record.jsonl")[0]
+        assert (tmp_path / "ready.json").exists()
+        proc.proc.kill()  # SIGKILL: no handler, no finally
+        proc.finish()
+        wait_for(lambda: not alive(server["pid"]) and not alive(server["worker"]), 20.0)
+        wait_for(lambda: not (tmp_path / "ready.json").exists(), 10.0)
+        # The next supervisor on the same port starts at once.
+        again = SupervisorProcess(write_config(tmp_path, fake_vllm, port), fake_env(tmp_path))
+        try:
+            assert again.read_until("READY ") == f"READY http://127.0.0.1:{port}"
+            again.proc.send_signal(signal.SIGTERM)
+            assert again.finish() == errors.EXIT_OK
+        finally:
+            if again.proc.poll() is None:
+                again.proc.kill()
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+
+
+@pytest.mark.slow
+def test_a_server_left_on_the_port_by_a_dead_supervisor_is_replaced(tmp_path: Path, fake_vllm: Path) -> None:
+    """The reaper killed too (a supervisor from before it, a kill of every process of the user): the server
+    and its ready file outlive their supervisor. The next start recognises both as stale and replaces them."""
+    port = free_port()
+    first = SupervisorProcess(write_config(tmp_path, fake_vllm, port), fake_env(tmp_path))
+    try:
+        first.read_until("READY ")
+        os.kill(reaper_pid(first.proc.pid), signal.SIGKILL)
+        first.proc.kill()
+        first.finish()
+        stale = records(tmp_path / "record.jsonl")[0]
+        assert alive(stale["pid"]) and (tmp_path / "ready.json").exists()  # left behind, as before the reaper
+        second = SupervisorProcess(write_config(tmp_path, fake_vllm, port), fake_env(tmp_path))
+        try:
+            assert second.read_until("READY ") == f"READY http://127.0.0.1:{port}"
+            assert "removed the stale ready file" in second.text
+            assert f"pid {stale['pid']}" in second.text and "no longer running" in second.text
+            assert not alive(stale["pid"]) and not alive(stale["worker"])
+            assert json.loads((tmp_path / "ready.json").read_text())["supervisor_pid"] == second.proc.pid
+            second.proc.send_signal(signal.SIGTERM)
+            assert second.finish() == errors.EXIT_OK
+        finally:
+            if second.proc.poll() is None:
+                second.proc.kill()
+    finally:
+        if first.proc.poll() is None:
+            first.proc.kill()
+
+
+def test_a_port_held_by_something_else_is_named_in_the_error(
+    tmp_path: Path, fake_vllm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import socket, time\nport = int(input())\ns = socket.socket()\n"
+            "s.bind(('127.0.0.1', port)); s.listen(); print('ok', flush=True); time.sleep(600)",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    port = free_port()
+    try:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.write(f"{port}\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "ok"
+        code = cli.main(
+            [
+                "--mode",
+                "qwen3vl",
+                "--model",
+                str(tmp_path),
+                "--port",
+                str(port),
+                "--vllm-version",
+                "0.26.0",
+                "--set",
+                f"executable={fake_vllm}",
+                "--media-dir",
+                str(tmp_path / "m"),
+            ]
+        )
+        assert code == errors.EXIT_PORT_IN_USE
+        err = capsys.readouterr().err
+        assert f"pid {holder.pid}" in err and "socket" in err  # who holds it, and its command
+        assert holder.poll() is None  # not ours: left alone
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow
+def test_a_frozen_server_is_killed_and_restarted_within_the_grace(tmp_path: Path, fake_vllm: Path) -> None:
+    """Before: vLLM stopped (SIGSTOP) with /health timing out for 30 s: nothing said, nothing restarted, the
+    ready file kept. Now: past health_grace_s the group is killed and restarted, counted and said."""
+    port = free_port()
+    config = write_config(tmp_path, fake_vllm, port, health_grace_s=3.0, stop_grace_s=1.0, max_restarts=3)
+    proc = SupervisorProcess(config, fake_env(tmp_path))
+    try:
+        proc.read_until("READY ")
+        frozen = records(tmp_path / "record.jsonl")[0]
+        os.killpg(frozen["pid"], signal.SIGSTOP)
+        line = proc.read_until("[cosmos-reasoner-server] server did not answer /health", 60.0)
+        assert "frozen" in line and "restart 1/3" in line
+        assert proc.read_until("READY ", 60.0) == f"READY http://127.0.0.1:{port}"
+        assert not alive(frozen["pid"]) and not alive(frozen["worker"])
+        ready = json.loads((tmp_path / "ready.json").read_text())
+        assert ready["restarts"] == 1 and "/health" in ready["last_restart_reason"] and ready["starts"] == 2
+        proc.proc.send_signal(signal.SIGTERM)
+        assert proc.finish() == errors.EXIT_OK
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+
+
+@pytest.mark.slow
+def test_outside_kills_before_ready_are_restarts_not_the_same_failure_twice(
+    tmp_path: Path, fake_vllm: Path
+) -> None:
+    """Before: two outside SIGKILLs before /health (the same output both times) ended the supervisor with
+    exit 10 although max_restarts was 5. A death by a signal is a restart like any other."""
+    port = free_port()
+    proc = SupervisorProcess(
+        write_config(tmp_path, fake_vllm, port, max_restarts=5), fake_env(tmp_path, FAKE_VLLM_DELAY="10")
+    )
+    try:
+        for n in (1, 2):
+            server = wait_for(
+                lambda n=n: (
+                    len(records(tmp_path / "record.jsonl")) >= n and records(tmp_path / "record.jsonl")[n - 1]
+                )
+            )
+            os.killpg(server["pid"], signal.SIGKILL)
+            proc.read_until(
+                f"[cosmos-reasoner-server] server exit code -9 (killed by SIGKILL); restart {n}/5"
+            )
+        assert proc.read_until("READY ", 60.0) == f"READY http://127.0.0.1:{port}"
+        assert len(records(tmp_path / "record.jsonl")) == 3
+        proc.proc.send_signal(signal.SIGTERM)
+        assert proc.finish() == errors.EXIT_OK
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+
+
+def test_an_empty_model_directory_is_refused_before_starting(tmp_path: Path, fake_vllm: Path, capsys) -> None:
+    """Before: vLLM started on an empty directory and exited 10 a minute later quoting a pydantic web page."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = cli.main(
+        [
+            "--mode",
+            "qwen3vl",
+            "--model",
+            str(empty),
+            "--port",
+            str(free_port()),
+            "--vllm-version",
+            "0.26.0",
+            "--set",
+            f"executable={fake_vllm}",
+            "--media-dir",
+            str(tmp_path / "m"),
+        ]
+    )
+    assert code == errors.EXIT_NO_MODEL
+    assert "no config.json" in capsys.readouterr().err
+    assert not records(tmp_path / "record.jsonl")  # nothing started

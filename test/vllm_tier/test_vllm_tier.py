@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
+import signal
 import statistics
 import subprocess
 import time
@@ -417,3 +419,55 @@ def test_a_refused_command_line_stops_the_supervisor_at_once(tmp_path: Path) -> 
     assert "exited with code 9" in str(err.value)
     log = (tmp_path / "server.log").read_text()
     assert "unrecognized arguments: --no-such-flag" in log and "restart 1/" not in log
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live processes of a process group (vLLM's API server and its engine-core children)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+@tier
+def test_a_frozen_vllm_is_restarted_and_a_sigkilled_supervisor_leaves_no_vllm_process() -> None:
+    """The real process tree: vLLM's API server and its engine core. Frozen (SIGSTOP) past health_grace_s, it
+    is killed and restarted; then the supervisor itself is SIGKILLed, and the reaper stops the whole group
+    (before: vLLM ran on for over an hour after the demo's killpg, and the next start exited 4)."""
+    # Its own short work directory (vLLM's IPC socket paths must stay under 108 characters).
+    server = vllm_tier.SupervisedServer(
+        overrides={"health_grace_s": 10.0, "health_period_s": 1.0, "stop_grace_s": 5.0}
+    )
+    server.start(timeout_s=600)
+    try:
+        first = server.ready
+        engine = [pid for pid in _group_members(int(first["pid"])) if pid != int(first["pid"])]
+        assert engine, "vLLM started no engine-core process in its group"
+        frozen_at = time.monotonic()
+        os.killpg(int(first["pid"]), signal.SIGSTOP)
+        server.ready = server.wait_ready(timeout_s=600, after_starts=int(first["starts"]))
+        FIGURES.setdefault("frozen_to_healthy_s", []).append(round(time.monotonic() - frozen_at, 1))
+        assert server.ready["restarts"] == 1 and "/health" in server.ready["last_restart_reason"]
+        assert not _group_members(int(first["pid"]))  # the frozen group, engine core included, is gone
+        assert "frozen, killed" in server.log_path.read_text()
+
+        second = int(server.ready["pid"])
+        assert len(_group_members(second)) >= 2
+        supervisor = server.supervisor_pid
+        assert supervisor is not None
+        killed_at = time.monotonic()
+        os.kill(supervisor, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while _group_members(second) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        gone_s = round(time.monotonic() - killed_at, 1)
+        FIGURES.setdefault("supervisor_sigkill_to_no_vllm_s", []).append(gone_s)
+        assert not _group_members(second), "vLLM outlived its SIGKILLed supervisor"
+        assert not server.ready_file.exists()  # removed by the reaper before it stopped the group
+    finally:
+        server.stop()

@@ -1,0 +1,94 @@
+"""The reaper: a tiny process that ties vLLM's process group to its supervisor's life, however that ends.
+
+The supervisor starts it once (`python -I -S reaper.py`: the standard library only, no site packages, so the
+ROS wheels' loader does not re-execute it with their library path) in a session of its own, with a pipe on
+its standard input whose writing end only the supervisor holds. The supervisor writes `group <pgid>
+<ready file>` after each start of vLLM and `clear` after each stop. When the pipe reaches its end, the
+supervisor is gone: ended normally (it cleared the group first), or killed (SIGKILL, the OOM killer, `ros2
+launch` escalating): the reaper then stops the group it was last told of, SIGTERM (with SIGCONT, so that a
+stopped group sees it) and SIGKILL after the grace, removes the ready file when it still names the dead
+supervisor, and exits.
+
+Why a pipe and not prctl(PR_SET_PDEATHSIG): the parent-death signal fires when the *thread* that started the
+child ends, is lost across the ROS wheels' re-exec, needs `preexec_fn` (unsafe in a threaded program), and
+reaches only the direct child, not vLLM's engine-core processes. The end of a pipe is seen by the kernel when
+the last holder of its writing end dies, by any cause; vLLM stops its own workers the same way (its
+multiproc executor's death pipe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+GROUP_POLL_S = 0.1
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM (and SIGCONT: a stopped process acts on SIGTERM only once it runs) to the group, SIGKILL to
+    whatever is left of it after grace_s."""
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and group_alive(pgid):
+        time.sleep(GROUP_POLL_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def remove_ready_file(path: str, supervisor_pid: int) -> None:
+    """The ready file, only when it is still the dead supervisor's (a new one may have written its own)."""
+    with contextlib.suppress(OSError, ValueError):
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        if isinstance(record, dict) and record.get("supervisor_pid") == supervisor_pid:
+            Path(path).unlink()
+
+
+def say(message: str) -> None:
+    """To the supervisor's standard error, which may be gone with it (a closed pipe is no reason to stop)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"[cosmos-reasoner-server reaper] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> int:
+    supervisor_pid, grace_s = int(argv[0]), float(argv[1])
+    # Signals meant for the supervisor's terminal or launch do not reach this session; one sent to this
+    # process alone must not leave vLLM unguarded: only the end of the pipe (or SIGKILL) ends the reaper.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    pgid, ready_file = 0, ""
+    for line in sys.stdin:
+        words = line.split(maxsplit=2)
+        if words and words[0] == "group" and len(words) >= 2:
+            pgid = int(words[1])
+            ready_file = words[2].strip() if len(words) > 2 else ""
+        elif words and words[0] == "clear":
+            pgid, ready_file = 0, ""
+    if ready_file:  # first: nobody may take a server that is being stopped for ready
+        remove_ready_file(ready_file, supervisor_pid)
+    if pgid > 0 and group_alive(pgid):
+        say(f"supervisor pid {supervisor_pid} ended without stopping vLLM: stopping its process group {pgid}")
+        stop_group(pgid, grace_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
