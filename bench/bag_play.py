@@ -28,6 +28,7 @@ CLIP = ROBOT_CLIP
 PROFILE = SHM_PROFILE
 
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag  # noqa: E402
+from cosmos_reasoner_ros.ros_compat import FASTDDS_PROFILE_VARIABLES, fastdds_profile_env  # noqa: E402
 
 
 def bench_make(work: Path) -> dict[str, Any]:
@@ -48,9 +49,10 @@ def bench_make(work: Path) -> dict[str, Any]:
 def bench_play(bag: Path, frames: int, work: Path, profile: Path | None) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-    env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+    for variable in FASTDDS_PROFILE_VARIABLES:
+        env.pop(variable, None)
     if profile is not None:
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
+        env.update(fastdds_profile_env(profile))
     name = "shm" if profile else "default"
     received_file, stats_file = work / f"received_{name}.json", work / f"stats_{name}.json"
     sub = subprocess.Popen(

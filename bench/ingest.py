@@ -10,7 +10,7 @@ Side by side in one run, each in its own process and receiving the same streams:
          costs about what a typed take costs, so this saves nothing; the node should subscribe typed.
 CPU seconds of each process from its first to its last message; ratio = ingest / bare (goal <= 1.15), and the
 frames kept per camera against the 4 fps expected from the stamps received. Large messages need Fast DDS
-shared memory: config/fastdds_shm.xml is used unless FASTDDS_DEFAULT_PROFILES_FILE is set.
+shared memory: config/fastdds_shm.xml is used unless the environment names a Fast DDS profile.
 Prints JSON on its last line and writes bench/results/ingest.json.
     ./run exec python bench/ingest.py [--seconds 20]
 """
@@ -32,6 +32,8 @@ from typing import Any
 
 from support.paths import BENCH_RESULTS, ROBOT_CLIP, ROOT, SHM_PROFILE
 from support.processes import bench_domain
+
+from cosmos_reasoner_ros.ros_compat import fastdds_profile, fastdds_profile_env, initialized
 
 PROFILE = SHM_PROFILE
 CLIP = ROBOT_CLIP
@@ -59,7 +61,7 @@ def publish(args: argparse.Namespace) -> None:
     if not ok:
         raise SystemExit(f"cannot read {CLIP}")
     rgb = cv2.resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), (1920, 1080))
-    with rclpy.init():
+    with initialized():
         node = rclpy.create_node("crr_bench_publisher")
         publishers, templates = [], []
         for index in range(args.cameras):
@@ -196,7 +198,7 @@ def subscribe(args: argparse.Namespace) -> None:
         return callback
 
     factory = {"bare": on_bare, "typed": on_typed, "encoding": on_typed, "raw": on_raw}[role]
-    with rclpy.init():
+    with initialized():
         node = rclpy.create_node(f"crr_bench_{role}")
         for index, name in enumerate(names):
             node.create_subscription(
@@ -250,9 +252,9 @@ def subscribe(args: argparse.Namespace) -> None:
 
 def child_env() -> tuple[dict[str, str], str]:
     env = dict(os.environ)
-    note = "FASTDDS_DEFAULT_PROFILES_FILE from the environment"
-    if "FASTDDS_DEFAULT_PROFILES_FILE" not in env:
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
+    note = "the Fast DDS profile of the environment"
+    if not fastdds_profile(env):
+        env.update(fastdds_profile_env(PROFILE))
         note = str(PROFILE.relative_to(ROOT))
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.setdefault("ROS_DOMAIN_ID", bench_domain())

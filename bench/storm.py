@@ -35,9 +35,12 @@ from support.paths import BENCH_RESULTS, SHM_PROFILE
 from support.processes import bench_domain, wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
+from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
+
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", bench_domain())
-os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
+# Fast DDS 2 (Jazzy) and 3 (Kilted) read the profile from different variables: both, unless already set.
+os.environ.update({k: os.environ.get(k, v) for k, v in fastdds_profile_env(SHM_PROFILE).items()})
 
 TOPIC = "/storm_cam/image_raw"
 STREAMED = " ".join(f"word{i}" for i in range(60))

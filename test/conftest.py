@@ -15,6 +15,7 @@ from support.paths import ROBOT_CLIP, SHARED_MEDIA, SHM_PROFILE
 from support.processes import TEST_DOMAINS
 
 from cosmos_reasoner_ros.bag.files.make import source_frames
+from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 
 # Isolate DDS traffic: only this machine, and domains no other concurrent test session uses.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -22,7 +23,8 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # Fast DDS reads its XML profile once per process, when the first participant appears: set here, the whole
 # session (and every process it starts) uses the shipped shared-memory profile, whichever test runs first,
 # as a robot's image publishers and reasoner_node should.
-os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
+# Fast DDS 2 (Jazzy) and 3 (Kilted) read the profile from different variables: both, unless already set.
+os.environ.update({k: os.environ.get(k, v) for k, v in fastdds_profile_env(SHM_PROFILE).items()})
 # Domain ids 1-80 only (81-100 are the benchmarks', see support.processes): higher ones put Fast DDS's ports
 # in Linux's ephemeral range (32768-60999), where any outgoing connection can take them. A new domain per
 # test module: with localhost discovery, peers only try a few participant indices, so participants left

@@ -284,6 +284,7 @@ def _play(args: argparse.Namespace) -> int:
     from rclpy.signals import SignalHandlerOptions
 
     from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions, parse_remap
+    from cosmos_reasoner_ros.ros_compat import initialized
 
     options = PlayOptions(
         rate=args.rate,
@@ -310,7 +311,7 @@ def _play(args: argparse.Namespace) -> int:
         writable_file(args.stats, "statistics file")
     # Ctrl-C arrives as KeyboardInterrupt while the context stays valid: the player stops and closes its
     # publishers itself (rclpy's own handler would invalidate the context under the publishing thread).
-    with rclpy.init(signal_handler_options=SignalHandlerOptions.NO):
+    with initialized(signal_handler_options=SignalHandlerOptions.NO):
         node = rclpy.create_node("cosmos_reasoner_bag_play")
         stop = threading.Event()
         try:
@@ -339,13 +340,14 @@ def _record(args: argparse.Namespace) -> int:
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
+    from cosmos_reasoner_ros.ros_compat import initialized
 
     topics = list(
         dict.fromkeys([*(() if args.no_default_topics else default_topics(args.node_name)), *args.topics])
     )
     if not topics:
         raise BagError("no topic to record: give --topics (or leave out --no-default-topics)")
-    with rclpy.init():
+    with initialized():
         node = rclpy.create_node("cosmos_reasoner_bag_record")
         executor = SingleThreadedExecutor()
         executor.add_node(node)

@@ -53,7 +53,7 @@ def annotate(
     """A copy of an HxWx3 uint8 RGB image with the answer drawn on it (the input is not modified)."""
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise ValueError(f"annotate needs an HxWx3 uint8 image, got {image.shape} {image.dtype}")
-    out = np.ascontiguousarray(image).copy()
+    out: np.ndarray = np.ascontiguousarray(image).copy()
     height, width = out.shape[:2]
     scale = max(0.4, min(width, height) / 800.0)
     thickness = max(1, round(min(width, height) / 240))

@@ -28,6 +28,7 @@ from rclpy.task import Future
 from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.msg import ReasonerResult
 from cosmos_reasoner_ros.requests import STAGES, Job, Outcome, ProgressCallback, RequestGroup
+from cosmos_reasoner_ros.ros_compat import RESULT_RETENTION_S
 
 __all__ = ["ReasonActionServer"]
 
@@ -57,7 +58,7 @@ class ReasonActionServer:
         self._min_gap = 1.0 / feedback_rate_hz
         self._jobs: dict[bytes, Job] = {}
         self._lock = threading.Lock()
-        self._server: ActionServer[Any, Any, Any] = ActionServer(
+        self._server: ActionServer = ActionServer(
             node,
             Reason,
             "~/reason",
@@ -69,6 +70,7 @@ class ReasonActionServer:
             goal_service_qos_profile=qos,
             result_service_qos_profile=qos,
             cancel_service_qos_profile=qos,
+            result_timeout=int(RESULT_RETENTION_S),  # Jazzy's default keeps every result 900 s
         )
 
     def _on_goal(self, _goal: Any) -> GoalResponse:
@@ -101,7 +103,7 @@ class ReasonActionServer:
         self._server.destroy()
 
     def _feedback(
-        self, goal_handle: ServerGoalHandle[Any, Any, Any], accepted: float, group: RequestGroup
+        self, goal_handle: ServerGoalHandle, accepted: float, group: RequestGroup
     ) -> ProgressCallback:
         tasks = {s.request_id: s.task for s in group.specs}
         first = group.specs[0]
@@ -130,10 +132,10 @@ class ReasonActionServer:
 
         return on_progress
 
-    async def _execute(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
+    async def _execute(self, goal_handle: ServerGoalHandle) -> Any:
         goal = goal_handle.request
         accepted = time.monotonic()
-        done: Future[tuple[Outcome, ...]] = Future(executor=self._node.executor)
+        done: Future = Future(executor=self._node.executor)
         # A done callback makes set_result (called on the delivery thread) wake the executor, which then
         # resumes this coroutine; without one nothing would wake it.
         done.add_done_callback(lambda _f: None)
@@ -160,7 +162,7 @@ class ReasonActionServer:
             goal_handle.abort()
         return result
 
-    def _on_cancel(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> CancelResponse:
+    def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
         with self._lock:
             job = self._jobs.get(bytes(goal_handle.goal_id.uuid))
         if job is not None:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from cosmos_reasoner_ros.ros_compat import initialized
+
 
 def _stamp(data: bytes) -> int:
     # CDR: 4-byte encapsulation header, then header.stamp (int32 sec, uint32 nanosec) for any stamped message.
@@ -30,7 +32,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
     received: list[tuple[str, int, float]] = []
-    with rclpy.init():
+    with initialized():
         node = rclpy.create_node("bag_test_subscriber")
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         for spec in args.topic:

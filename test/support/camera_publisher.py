@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cosmos_reasoner_ros.ros_compat import initialized
 from support.paths import ROBOT_CLIP
 from support.processes import module_cmd, ros_env
 
@@ -109,7 +110,7 @@ def _publish(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with rclpy.init():
+    with initialized():
         node = rclpy.create_node("test_camera")
         pub = node.create_publisher(
             CompressedImage if args.compressed else Image, args.topic, qos_profile_sensor_data

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 from support.paths import ROOT, SHM_PROFILE, TEST_DIR
 
 # ROS domains: 1-100 only (higher ones put Fast DDS's ports into Linux's ephemeral range). Test modules take
@@ -30,7 +31,7 @@ def ros_env(**extra: str) -> dict[str, str]:
     (inherited), the shipped shared-memory Fast DDS profile, the repository and test/ importable, and no
     bootstrap mark of the ROS wheels (a child re-executes with its own library path)."""
     env = dict(os.environ)
-    env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(SHM_PROFILE)
+    env.update(fastdds_profile_env(SHM_PROFILE))  # Fast DDS 2 (Jazzy) and 3 (Kilted) read different names
     env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
     paths = [str(ROOT), str(TEST_DIR), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))

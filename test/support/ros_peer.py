@@ -11,6 +11,7 @@ from cosmos_reasoner_ros.msg import ReasonerResult
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image
 
+from cosmos_reasoner_ros.ros_compat import initialized
 from support.interface_samples import sample_result
 
 
@@ -61,7 +62,7 @@ def main() -> int:
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=720)
     args = parser.parse_args()
-    with rclpy.init():
+    with initialized():
         node = rclpy.create_node("interface_test_peer")
         if args.what == "result":
             publish_result(node, args.text)

@@ -183,7 +183,7 @@ def _run_bag(
                 options.params_file or default_params_file(), parameters, work / "node.log"
             )
         player.start_clock()  # the node's clock reads the bag's start before its first frame
-        client: ActionClient[Any, Any, Any] = ActionClient(node, Reason, f"{node_fqn}/reason")
+        client: ActionClient = ActionClient(node, Reason, f"{node_fqn}/reason")
         deadline = time.monotonic() + options.startup_timeout_s
         while not client.wait_for_server(timeout_sec=0.5):
             handle.check_alive()
@@ -305,9 +305,10 @@ def _run_bag(
 @contextmanager
 def _ros() -> Iterator[tuple[Any, Any]]:
     import rclpy
+    from rclpy.context import Context
     from rclpy.executors import MultiThreadedExecutor
 
-    context = rclpy.Context()
+    context = Context()
     rclpy.init(context=context)
     executor = MultiThreadedExecutor(num_threads=2, context=context)
     stop = threading.Event()
