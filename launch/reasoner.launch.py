@@ -38,6 +38,7 @@ def _processes(context, *args, **kwargs):
             namespace="",
             parameters=plan.node.parameters,
             output="screen",
+            sigterm_timeout=str(plan.node.sigterm_timeout_s),
         )
     )
     return actions

@@ -87,3 +87,19 @@ def test_launch_file_without_server_starts_only_the_node() -> None:
 
     _, processes, _ = _described({"start_server": "false", "server_url": "http://gpu:8000/v1"})
     assert len(processes) == 1 and isinstance(processes[0], Node)
+
+
+def test_launch_gives_the_node_time_to_publish_what_is_in_flight_before_sigterm() -> None:
+    """After Ctrl-C, launch waits longer than the node's own shutdown budget before escalating to SIGTERM
+    (launch's default, 5 s, was seen escalating on a busy machine): the launch file passes the plan's value."""
+    calls = [
+        node
+        for node in ast.walk(ast.parse(LAUNCH_FILE.read_text()))
+        if isinstance(node, ast.Call) and any(k.arg == "parameters" for k in node.keywords)
+    ]
+    assert len(calls) == 1  # the node's action
+    given = {k.arg: ast.unparse(k.value) for k in calls[0].keywords}
+    assert given.get("sigterm_timeout") == "str(plan.node.sigterm_timeout_s)"
+    plan = launch_config.plan({"start_server": "false", "server_url": "http://gpu:8000/v1"})
+    shutdown_budget = 3.0  # config/reasoner.yaml shutdown_timeout_s
+    assert plan.node.sigterm_timeout_s == launch_config.NODE_SIGTERM_TIMEOUT_S >= 5 * shutdown_budget
