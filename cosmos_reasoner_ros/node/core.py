@@ -6,6 +6,8 @@ The node builds one Core at start (or at a lifecycle node's `configure`) and clo
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from cosmos_reasoner_ros.errors import ReasonerError
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, validate
 from cosmos_reasoner_ros.reasoner import ClientSettings, ReasonerClient, RequestSettings, TaskCatalog
 from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
+from cosmos_reasoner_ros.structured_output import BACKENDS, compile_check
 
 __all__ = ["Core"]
 
@@ -35,6 +38,7 @@ class Core:
     client: ReasonerClient
     pipeline: Pipeline
     pre_encoder: PreEncoder | None
+    notes: tuple[str, ...] = ()  # for the node's log, once at start
 
     @classmethod
     def build(cls, cfg: NodeConfig) -> Core:
@@ -47,6 +51,10 @@ class Core:
                 problems.append(f"task: unknown task {cfg.task!r}; known: {', '.join(catalog.names())}")
         except (ReasonerError, OSError) as exc:
             problems.append(f"tasks_file: {exc}")
+        notes: list[str] = []
+        if catalog is not None and cfg.structured_output and not problems:
+            found, notes = user_schema_check(catalog)
+            problems += found
         if problems:
             raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
         assert catalog is not None
@@ -104,7 +112,7 @@ class Core:
         tiled = cfg.tiled and len(cfg.cameras) > 1
         useful = cfg.pre_encode != "off" and writer.backend == "pyav" and not tiled
         pre_encoder = PreEncoder(writer) if useful else None
-        return cls(cfg, catalog, buffers, buffer, writer, client, pipeline, pre_encoder)
+        return cls(cfg, catalog, buffers, buffer, writer, client, pipeline, pre_encoder, tuple(notes))
 
     def close(self) -> None:
         """Stop the pre-encoder and the writer's encoding threads, close the client. Call after the last
@@ -113,3 +121,35 @@ class Core:
             self.pre_encoder.close()
         self.writer.close()
         self.client.close()
+
+
+def user_schema_check(catalog: TaskCatalog, timeout_s: float = 120.0) -> tuple[list[str], list[str]]:
+    """(problems, notes): the json_schema of the tasks a tasks_file added or changed, compiled by the grammar
+    backends this Python has (a robot's ROS environment usually has none: the note says so, and the server
+    compiles them with vLLM's own backend at its start). The shipped schemas are compiled in CI."""
+    shipped = TaskCatalog.load()
+    schemas = {
+        name: spec.json_schema
+        for name, spec in catalog.tasks.items()
+        if spec.json_schema is not None
+        and (name not in shipped.tasks or shipped.spec(name).json_schema != spec.json_schema)
+    }
+    if not schemas:
+        return [], []
+    backends = [b for b in BACKENDS if importlib.util.find_spec(b) is not None]
+    names = ", ".join(schemas)
+    if not backends:
+        return [], [
+            f"structured output: the json_schema of {names} (tasks_file) was checked against known backend "
+            "limits only; this Python has neither xgrammar nor llguidance to compile it "
+            "(cosmos-reasoner-server compiles it with vLLM's own backend when its tasks_file names the file)"
+        ]
+    try:
+        report = compile_check(schemas, sys.executable, backends, timeout_s=timeout_s)
+    except ValueError as exc:
+        return [], [f"structured output: the json_schema of {names} could not be compiled here: {exc}"]
+    problems = [f"tasks_file: {failure.describe()}" for failure in report.failures]
+    checked = ", ".join(f"{k} {v}" for k, v in report.backends.items())
+    return problems, [] if problems else [
+        f"structured output: the json_schema of {names} compile with {checked}"
+    ]

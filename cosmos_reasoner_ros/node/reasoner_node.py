@@ -197,6 +197,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         """Validate everything and build the core; the node's own bookkeeping; the output publishers."""
         self.core: Core = Core.build(cfg)
         core = self.core
+        for note in core.notes:
+            self.get_logger().info(note)
         self.catalog, self.buffers, self.buffer, self.pipeline = (
             core.catalog,
             core.buffers,

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .command import ServerCommand, base_environment, build_command, redacted_argv
-from .detect import DetectedVersion, detect_version, resolve_executable
+from .detect import DetectedVersion, detect_version, environment_python, resolve_executable
 from .errors import (
     EXIT_OK,
     GaveUp,
@@ -38,6 +38,7 @@ from .errors import (
     ServerStartFailed,
     ServerUsageError,
 )
+from .grammar_check import GrammarCheck, structured_tasks
 from .settings import ServerSettings
 
 _TAIL_LINES = 40  # output lines kept per start: the server's message when it fails
@@ -146,6 +147,7 @@ class Supervisor:
         self._out_lock = threading.Lock()
         self.starts = 0
         self._stop_reason = ""
+        self._grammar_check: GrammarCheck | None = None
 
     def say(self, message: str) -> None:
         with self._out_lock:
@@ -174,6 +176,15 @@ class Supervisor:
         self.say(self.version.describe())
         for note in self.command.notes:
             self.say(f"note: {note}")
+        # The structured tasks' schemas compiled by vLLM's own backend, beside vLLM's start (READY waits).
+        program = resolve_executable(s.executable[0], self.command.environment().get("PATH"))
+        self._grammar_check = GrammarCheck(
+            s,
+            structured_tasks(s),
+            environment_python(program),
+            self.version.version,
+            self.command.environment(),
+        ).start()
         failures = 0
         last_signature = ""
         try:
@@ -284,10 +295,18 @@ class Supervisor:
             if proc.poll() is not None:
                 return False
             if not s.headless and health_ok(s.url):
+                self._before_ready()
                 self._ready(proc.pid, time.monotonic() - started)
                 return True
             self._stop.wait(s.health_period_s)
         return False
+
+    def _before_ready(self) -> None:
+        """What must hold before READY: the grammar check's verdict (once; a ConfigError stops the server)."""
+        check, self._grammar_check = self._grammar_check, None
+        if check is not None:
+            for note in check.result():
+                self.say(note)
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> None:
         """Until the server exits or stop(): a ready server is only restarted when its process dies."""

@@ -164,11 +164,8 @@ def tiny_server_settings(
         "stop_grace_s": 10.0,
         "ready_file": str(work_dir / "ready.json"),
         # A random model fills every whitespace the JSON grammar allows until max_tokens: allow none, so that
-        # structured output always gives complete, parseable JSON.
-        "extra_args": [
-            "--structured-outputs-config",
-            json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
-        ],
+        # structured output always gives complete, parseable JSON (server.yaml's default too).
+        "structured_outputs": {"backend": "xgrammar", "disable_any_whitespace": True},
     }
     settings.update(overrides)
     return settings

@@ -350,7 +350,7 @@ def parser_server(_stop_shared_servers: None) -> Iterator[vllm_tier.SupervisedSe
     overrides = {
         "reasoning_parser": "qwen3",
         "scheduling_policy": "priority",
-        "extra_args": ["--structured-outputs-config", json.dumps(config)],
+        "structured_outputs": config,
     }
     with vllm_tier.SupervisedServer(overrides=overrides) as server:
         FIGURES.setdefault("parser_server_start_s", []).append(round(server.start_s, 1))
