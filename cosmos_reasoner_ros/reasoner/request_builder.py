@@ -83,6 +83,13 @@ class RequestSettings:
 class ChatRequest:
     messages: list[dict[str, Any]]
     params: dict[str, Any]  # keyword arguments of chat.completions.create, except model/messages/stream
+    task: str = ""  # the task it asks, for error messages
+
+    @property
+    def structured(self) -> bool:
+        """Whether it carries a structured-output grammar (vLLM's structured_outputs or response_format)."""
+        extra = self.params.get("extra_body") or {}
+        return bool(extra.get("structured_outputs") or self.params.get("response_format"))
 
 
 def reasoning_suffix(reasoning_format: str) -> str:
@@ -177,4 +184,4 @@ def build_request(
         "max_tokens": settings.max_tokens or sampling.max_tokens,
         "extra_body": extra_body,
     }
-    return ChatRequest(messages=messages, params=params)
+    return ChatRequest(messages=messages, params=params, task=task.name)

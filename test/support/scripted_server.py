@@ -59,6 +59,10 @@ class ScriptedReply:
 
 
 ReplySource = Sequence[ScriptedReply] | Callable[[dict[str, Any]], ScriptedReply]
+# How a vLLM release fails a request whose grammar its engine cannot compile (vLLM accepts it first):
+# 0.26-0.31 stream a role chunk and `[DONE]` (no finish reason, no error event), 0.32 and later a role chunk,
+# an error event and `[DONE]`; both answer an unstreamed request with HTTP 500 "Internal server error".
+GRAMMAR_FAILURES = ("vllm-0.26", "vllm-0.32")
 
 
 def split_text(text: str, pieces: int = 0) -> list[str]:
@@ -103,7 +107,13 @@ class ScriptedServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record: bool = True,
+        refuse_grammars: str = "",
     ) -> None:
+        if refuse_grammars and refuse_grammars not in GRAMMAR_FAILURES:
+            raise ValueError(
+                f"refuse_grammars: one of {', '.join(GRAMMAR_FAILURES)}, got {refuse_grammars!r}"
+            )
+        self.refuse_grammars = refuse_grammars  # fail every request with structured output, as that release
         self.model = model
         self.record = record  # False: count requests without keeping their bodies (long soaks)
         self.request_count = 0
@@ -245,6 +255,11 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.drop_connection:
             self._drop()
             return
+        if self.scripted.refuse_grammars and (
+            (body.get("structured_outputs") or {}).get("json") is not None or body.get("response_format")
+        ):
+            self._fail_grammar(bool(body.get("stream")))
+            return
         if reply.status != 200:
             self._send_json(
                 reply.status, _error_body(reply.status, reply.error_message or f"error {reply.status}")
@@ -284,6 +299,24 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if reply.stream_error:
             error = _error_body(500, reply.stream_error)
+            self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _fail_grammar(self, stream: bool) -> None:
+        """As vLLM fails a request whose grammar its engine could not compile (GRAMMAR_FAILURES)."""
+        if not stream:
+            self._send_json(500, _error_body(500, "Internal server error"))
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        role = next(_stream_events(ScriptedReply(text=""), self.scripted.model, False))
+        self.wfile.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+        if self.scripted.refuse_grammars == "vllm-0.32":
+            error = _error_body(500, "Internal server error")
             self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
