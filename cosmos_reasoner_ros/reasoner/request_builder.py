@@ -1,13 +1,14 @@
 """Chat-completions requests the way the Cosmos 3 Reasoner (Qwen3-VL style) expects them.
 
 System prompt, media parts before the text, the reasoning suffix, the task's sampling profile and priority
-(vLLM-only parameters in extra_body), and per-request video sampling at the clip files' own frame rate,
-clamped to configured limits.
+(vLLM-only parameters in extra_body), per-request video sampling at the clip files' own frame rate, clamped to
+configured limits, and the structured part (structured_output.request_fields): the task's JSON schema, and for
+a request that does not reason the chat template's thinking switch off, so that behind a server's reasoning
+parser its grammar applies from the first token and its answer comes as content.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.reasoner.tasks import RenderedTask
+from cosmos_reasoner_ros.structured_output import request_fields
 
 if TYPE_CHECKING:
     from cosmos_reasoner_ros.clips import MediaRef
@@ -175,8 +177,8 @@ def build_request(
     }
     if any(ref.kind == "video" for ref in media):
         extra_body.update(video_kwargs(settings, clip_fps(media)))
-    if settings.structured_output and task.json_schema is not None:
-        extra_body["structured_outputs"] = {"json": copy.deepcopy(task.json_schema)}
+    schema = task.json_schema if settings.structured_output else None
+    extra_body.update(request_fields(schema, task.reasoning))
     params: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from cosmos_reasoner_ros.structured_output import TaskGrammar
+
 from .command import ServerCommand, base_environment, build_command, redacted_argv
 from .detect import DetectedVersion, detect_version, environment_python, resolve_executable
 from .errors import (
@@ -40,6 +42,7 @@ from .errors import (
 )
 from .grammar_check import GrammarCheck, structured_tasks
 from .settings import ServerSettings
+from .warmup import check_thinking_switch
 
 _TAIL_LINES = 40  # output lines kept per start: the server's message when it fails
 _SIGNATURE_LINES = 12  # lines compared between two failed starts
@@ -148,6 +151,7 @@ class Supervisor:
         self.starts = 0
         self._stop_reason = ""
         self._grammar_check: GrammarCheck | None = None
+        self._structured: dict[str, TaskGrammar] = {}
 
     def say(self, message: str) -> None:
         with self._out_lock:
@@ -178,9 +182,10 @@ class Supervisor:
             self.say(f"note: {note}")
         # The structured tasks' schemas compiled by vLLM's own backend, beside vLLM's start (READY waits).
         program = resolve_executable(s.executable[0], self.command.environment().get("PATH"))
+        self._structured = structured_tasks(s)
         self._grammar_check = GrammarCheck(
             s,
-            structured_tasks(s),
+            self._structured,
             environment_python(program),
             self.version.version,
             self.command.environment(),
@@ -302,11 +307,15 @@ class Supervisor:
         return False
 
     def _before_ready(self) -> None:
-        """What must hold before READY: the grammar check's verdict (once; a ConfigError stops the server)."""
+        """What must hold before READY: the grammar check's verdict (once), a chat template that can turn
+        thinking off where a reasoning parser needs it (a ConfigError stops the server)."""
         check, self._grammar_check = self._grammar_check, None
         if check is not None:
             for note in check.result():
                 self.say(note)
+        version = self.version.version if self.version else "?"
+        for note in check_thinking_switch(self.settings, version, self._structured):
+            self.say(note)
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> None:
         """Until the server exits or stop(): a ready server is only restarted when its process dies."""

@@ -114,6 +114,9 @@ class ScriptedServer:
                 f"refuse_grammars: one of {', '.join(GRAMMAR_FAILURES)}, got {refuse_grammars!r}"
             )
         self.refuse_grammars = refuse_grammars  # fail every request with structured output, as that release
+        # POST /tokenize: the prompt's tokens (one per character); with the thinking switch, a prompt rendered
+        # with chat_template_kwargs enable_thinking false ends in an empty think block, as Qwen3's template.
+        self.thinking_switch = True
         self.model = model
         self.record = record  # False: count requests without keeping their bodies (long soaks)
         self.request_count = 0
@@ -238,6 +241,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if path == "/tokenize":
+            self._tokenize(raw)
+            return
         if path != "/v1/chat/completions":
             self._send_json(404, _error_body(404, f"no route {path}"))
             return
@@ -302,6 +308,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+    def _tokenize(self, raw: bytes) -> None:
+        body = json.loads(raw or b"{}")
+        text = request_text(body) + ("<|im_start|>assistant\n" if body.get("add_generation_prompt") else "")
+        if (
+            self.scripted.thinking_switch
+            and (body.get("chat_template_kwargs") or {}).get("enable_thinking") is False
+        ):
+            text += "<think>\n\n</think>\n\n"
+        tokens = [ord(c) for c in text]
+        self._send_json(200, {"count": len(tokens), "max_model_len": 4096, "tokens": tokens})
 
     def _fail_grammar(self, stream: bool) -> None:
         """As vLLM fails a request whose grammar its engine could not compile (GRAMMAR_FAILURES)."""
