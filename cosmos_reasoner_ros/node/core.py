@@ -6,6 +6,7 @@ The node builds one Core at start (or at a lifecycle node's `configure`) and clo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from cosmos_reasoner_ros.errors import ReasonerError
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, validate
 from cosmos_reasoner_ros.reasoner import ClientSettings, ReasonerClient, RequestSettings, TaskCatalog
 from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
+from cosmos_reasoner_ros.server import video_kwargs_mode, video_kwargs_refusals
 from cosmos_reasoner_ros.structured_output import BACKENDS, compile_check
 
 __all__ = ["Core"]
@@ -112,7 +114,39 @@ class Core:
         tiled = cfg.tiled and len(cfg.cameras) > 1
         useful = cfg.pre_encode != "off" and writer.backend == "pyav" and not tiled
         pre_encoder = PreEncoder(writer) if useful else None
-        return cls(cfg, catalog, buffers, buffer, writer, client, pipeline, pre_encoder, tuple(notes))
+        core = cls(cfg, catalog, buffers, buffer, writer, client, pipeline, pre_encoder, tuple(notes))
+        # The video mode the server's vLLM takes, when it answers now (else when it becomes healthy).
+        version = client.server_version()
+        if version is not None:
+            try:
+                core.notes += (core.adapt_to_server(version, strict=True),)
+            except ConfigError:
+                core.close()
+                raise
+        return core
+
+    def adapt_to_server(self, version: str | None, strict: bool = False) -> str:
+        """Choose the per-request video mode for the server's vLLM `version` (video_kwargs_mode auto), or
+        refuse a mode it answers with HTTP 400: ConfigError when `strict` (at start), else every video request
+        ends as invalid_request with the reason, never sent. Returns the line for the log."""
+        base = self.pipeline.request_settings
+        wanted = self.config.video_kwargs_mode
+        try:
+            refusals = video_kwargs_refusals(version) if version else {}
+            chosen = video_kwargs_mode(version) if version and wanted == "auto" else wanted
+        except ValueError:
+            refusals, chosen = {}, "media_io_kwargs" if wanted == "auto" else wanted
+        where = f"the server's vLLM {version}" if version else "a server of unknown version"
+        refusal = refusals.get(chosen, "")
+        self.pipeline.request_settings = dataclasses.replace(
+            base, video_kwargs_mode=chosen, video_refusal=refusal
+        )
+        if refusal:
+            message = f"video_kwargs_mode {wanted}: {refusal}; use auto or media_io_kwargs"
+            if strict:
+                raise ConfigError(f"invalid parameters:\n  {message}")
+            return message
+        return f"video_kwargs_mode {wanted}: {chosen} for {where}"
 
     def close(self) -> None:
         """Stop the pre-encoder and the writer's encoding threads, close the client. Call after the last

@@ -272,6 +272,10 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 if healthy:
                     model = self._health.model if self._health else ""
                     self.get_logger().info(f"server {self.config.server_url} is healthy (model {model})")
+                    # A (re)started server may be another vLLM: the video mode follows its version.
+                    line = self.core.adapt_to_server(self.client.server_version())
+                    refused = self.core.pipeline.request_settings.video_refusal
+                    (self.get_logger().error if refused else self.get_logger().info)(line)
                 else:
                     self.get_logger().warning(f"server {self.config.server_url} is not reachable: {error}")
 

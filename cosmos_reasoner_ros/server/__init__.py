@@ -11,8 +11,10 @@ from cosmos_reasoner_ros.server.detect import DetectedVersion, detect_version
 from cosmos_reasoner_ros.server.errors import SupervisorError
 from cosmos_reasoner_ros.server.settings import ServerSettings, load_settings
 from cosmos_reasoner_ros.server.supervisor import Supervisor
+from cosmos_reasoner_ros.server.versions import VIDEO_KWARGS_MODES, video_kwargs_mode, video_kwargs_refusals
 
 __all__ = [
+    "VIDEO_KWARGS_MODES",
     "DetectedVersion",
     "ServerCommand",
     "ServerSettings",
@@ -21,4 +23,6 @@ __all__ = [
     "build_command",
     "detect_version",
     "load_settings",
+    "video_kwargs_mode",
+    "video_kwargs_refusals",
 ]

@@ -117,6 +117,7 @@ class ScriptedServer:
         # POST /tokenize: the prompt's tokens (one per character); with the thinking switch, a prompt rendered
         # with chat_template_kwargs enable_thinking false ends in an empty think block, as Qwen3's template.
         self.thinking_switch = True
+        self.version = ""  # GET /version answers {"version": ...} when set, like vLLM; 404 otherwise
         self.model = model
         self.record = record  # False: count requests without keeping their bodies (long soaks)
         self.request_count = 0
@@ -224,6 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if self.scripted.health_status == 200
                 else _error_body(self.scripted.health_status, "not ready"),
             )
+        elif path == "/version" and self.scripted.version:
+            self._send_json(200, {"version": self.scripted.version})
         elif path == "/v1/models":
             model = {
                 "id": self.scripted.model,
