@@ -76,6 +76,8 @@ class ServerSettings:
     )
     tasks_file: str = ""
     structured_tasks: tuple[str, ...] = ()
+    warmup: bool = True
+    warmup_timeout_s: float = 120.0
     media_dir: str = DEFAULT_MEDIA_DIR
     media_io_kwargs: dict[str, Any] = field(default_factory=lambda: {"video": {"num_frames": -1}})
     trust_request_mm_kwargs: bool = True
@@ -145,6 +147,8 @@ class ServerSettings:
                 "extra_args: --structured-outputs-config is the setting structured_outputs (a mapping); "
                 "set it there, once"
             )
+        if not (math.isfinite(self.warmup_timeout_s) and self.warmup_timeout_s > 0):
+            problems.append(f"warmup_timeout_s: > 0, got {self.warmup_timeout_s}")
         if self.reasoning_parser and not self.reasoning_parser.replace("_", "").isalnum():
             problems.append(f"reasoning_parser: a parser name such as qwen3, got {self.reasoning_parser!r}")
         if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():

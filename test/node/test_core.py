@@ -101,7 +101,7 @@ def test_auto_sends_the_mode_the_servers_version_takes(
         server.version = version or ""
         built = core.Core.build(default_config(server_url=server.base_url, media_dir=str(tmp_path / "m")))
         try:
-            # Not known yet (no /version): auto, which is sent as media_io_kwargs, the mode every release takes.
+            # Not known yet (no /version): auto, sent as media_io_kwargs, the mode every release takes.
             assert built.pipeline.request_settings.video_kwargs_mode == (chosen if version else "auto")
             if version:
                 assert built.notes[-1] == f"video_kwargs_mode auto: {chosen} for the server's vLLM {version}"

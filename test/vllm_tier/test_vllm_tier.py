@@ -137,6 +137,13 @@ def test_health_and_models(server: vllm_tier.SupervisedServer, client: openai.Op
         assert response.status == 200
     assert [m.id for m in client.models.list().data] == [vllm_tier.SERVED_NAME]
     assert server.ready["starts"] >= 1 and server.ready["base_url"] == server.base_url
+    # Before READY the supervisor compiled the structured tasks' schemas with vLLM's own xgrammar and warmed
+    # the server up: the robot clip and each grammar, all answered.
+    log = server.log_path.read_text()
+    assert (
+        "grammar check: the json_schema of trajectory, grounding_2d" in log and "with xgrammar 0.2.8" in log
+    )
+    assert "warm-up: 7/7 requests in " in log, log[-3000:]
 
 
 @tier
