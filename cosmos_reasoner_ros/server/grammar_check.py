@@ -9,6 +9,7 @@ llguidance for a schema vLLM's front end sends to it (features xgrammar does not
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,10 +64,14 @@ class GrammarCheck:
         self._thread.start()
         return self
 
-    def result(self, timeout_s: float | None = None) -> list[str]:
-        self._thread.join(self.timeout_s + 30 if timeout_s is None else timeout_s)
+    def result(self, stop: threading.Event | None = None) -> list[str]:
+        """The notes, once the check is done (ConfigError when it found failures); not waited for beyond its
+        own timeout, or once `stop` is set (the supervisor is stopping)."""
+        deadline = time.monotonic() + self.timeout_s + 30
+        while self._thread.is_alive() and time.monotonic() < deadline and not (stop and stop.is_set()):
+            self._thread.join(0.2)
         if self._thread.is_alive():
-            return ["grammar check: still running, not waited for"]
+            return ["grammar check: not finished, not waited for"]
         if self._error is not None:
             raise self._error
         return self._notes

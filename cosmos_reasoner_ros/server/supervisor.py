@@ -301,6 +301,8 @@ class Supervisor:
                 return False
             if not s.headless and health_ok(s.url):
                 self._before_ready()
+                if self._stop.is_set() or proc.poll() is not None:
+                    return False  # stopped, or died, while being checked and warmed up: no READY
                 self._ready(proc.pid, time.monotonic() - started)
                 return True
             self._stop.wait(s.health_period_s)
@@ -311,7 +313,7 @@ class Supervisor:
         thinking off where a reasoning parser needs it (a ConfigError stops the server)."""
         check, self._grammar_check = self._grammar_check, None
         if check is not None:
-            for note in check.result():
+            for note in check.result(self._stop):
                 self.say(note)
         version = self.version.version if self.version else "?"
         for note in check_thinking_switch(self.settings, version, self._structured):
@@ -327,6 +329,7 @@ class Supervisor:
                 media_kwargs,
                 self.say,
                 self.settings.warmup_timeout_s,
+                self._stop,
             ).run()
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> None:

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import struct
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -133,6 +134,7 @@ class Warmup:
     media_kwargs: bool  # the server takes per-request media kwargs (before 0.31, or with the trust flag)
     say: Callable[[str], None] = print
     timeout_s: float = 120.0
+    stop: threading.Event = field(default_factory=threading.Event)  # set: the supervisor is stopping
     results: list[tuple[str, int, float]] = field(default_factory=list)  # (what, HTTP status, seconds)
 
     def run(self) -> None:
@@ -148,6 +150,9 @@ class Warmup:
                 requests.append((name, [part], grammar.json_schema, grammar.reasoning))
             for what, parts, schema, reasoning in requests:
                 left = deadline - time.monotonic()
+                if self.stop.is_set():
+                    self.say("warm-up: stopped (the supervisor is stopping)")
+                    return
                 if left <= 1.0:
                     self.say(
                         f"warm-up: stopped after {self.timeout_s:.0f} s (warmup_timeout_s), {what} not sent"
@@ -155,6 +160,9 @@ class Warmup:
                     break
                 status, seconds, problem = self._send(parts, schema, reasoning, video is parts[0], left)
                 self.results.append((what, status, seconds))
+                if self.stop.is_set():
+                    self.say("warm-up: stopped (the supervisor is stopping)")
+                    return
                 if problem:
                     self.say(f"warm-up: {what}: {problem} (continuing)")
         ok = sum(1 for _, status, _ in self.results if status == 200)
@@ -206,10 +214,17 @@ class Warmup:
             else:
                 body["mm_processor_kwargs"] = {"fps": _FPS, "do_sample_frames": True}
         started = time.monotonic()
-        status, answer = post_json(
-            f"{self.settings.url}/v1/chat/completions", body, left, api_key(self.settings)
-        )
+        # On a thread of its own, so that a stop does not wait for the answer (the server is stopped next).
+        done: list[tuple[int, dict[str, Any]]] = []
+        url, key = f"{self.settings.url}/v1/chat/completions", api_key(self.settings)
+        worker = threading.Thread(target=lambda: done.append(post_json(url, body, left, key)), daemon=True)
+        worker.start()
+        while worker.is_alive() and not self.stop.wait(0.05):
+            pass
         seconds = time.monotonic() - started
+        if not done:
+            return 0, seconds, "stopped"
+        status, answer = done[0]
         if status == 200:
             return status, seconds, ""
         error = answer.get("error")

@@ -117,3 +117,24 @@ def test_a_warm_up_never_holds_ready_longer_than_its_timeout(tmp_path) -> None: 
     assert 1 <= len(run.results) < 1 + len(GRAMMARS) and run.results[-1][1] == 0
     assert any("stopped after 3 s (warmup_timeout_s)" in line for line in said)
     assert "media_io_kwargs" not in server.requests[0]  # a server that takes no per-request media kwargs
+
+
+def test_a_stopping_supervisor_does_not_wait_for_the_warm_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM while a warm-up request is in flight: the warm-up returns at once, sends nothing more, and the
+    supervisor (which checks its stop event next) announces no READY."""
+    import threading
+    import time
+
+    stop = threading.Event()
+    said: list[str] = []
+    with ScriptedServer(default=ScriptedReply(delay_s=120)) as server:
+        settings = ServerSettings(mode="qwen3vl", server_url=server.url, media_dir=str(tmp_path))
+        run = warmup.Warmup(settings, "0.32.0", GRAMMARS, True, said.append, 300.0, stop)
+        threading.Timer(0.5, stop.set).start()
+        started = time.monotonic()
+        run.run()
+        elapsed = time.monotonic() - started
+        assert server.request_count == 1
+    assert elapsed < 60  # far from the 120 s the server would have taken (a generous bound, not a figure)
+    assert run.results == [("video", 0, run.results[0][2])]
+    assert said == ["warm-up: stopped (the supervisor is stopping)"]
