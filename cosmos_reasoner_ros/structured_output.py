@@ -67,6 +67,10 @@ def schema_problems(schema: Any, where: str = "json_schema") -> list[str]:
     """What in a JSON schema vLLM's backends are known to fail on, whatever the backend's version is checked
     to be (the server compiles them with its own backend too: compile_check)."""
     problems: list[str] = []
+    try:
+        json.dumps(schema, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # a YAML date, a set, NaN: nothing a server could read
+        return [f"{where}: not JSON ({str(exc)[:120]})"]
 
     def walk(node: Any, path: str, depth: int) -> None:
         if depth > 64:
@@ -83,8 +87,9 @@ def schema_problems(schema: Any, where: str = "json_schema") -> list[str]:
             for match in _REPEAT.finditer(pattern):
                 bounds = [int(b) for b in match.groups() if b]
                 if max(bounds) > REPEAT_LIMIT:
+                    repeat = match.group(0)[:24]
                     problems.append(
-                        f"{path}.pattern: the repeat {match.group(0)} counts above {REPEAT_LIMIT}, which "
+                        f"{path}.pattern: the repeat {repeat} counts above {REPEAT_LIMIT}, which "
                         "xgrammar 0.2.6-0.2.8 (vLLM 0.29-0.34) cannot compile (mlc-ai/xgrammar#863): use "
                         f"{{0,{REPEAT_LIMIT}}} (or {{0,{REPEAT_LIMIT}}}{{0,{REPEAT_LIMIT}}} for longer text)"
                     )

@@ -93,6 +93,16 @@ def test_repeats_above_128_are_named(pattern: str, bad: bool) -> None:
         assert "json_schema.properties.a.pattern" in problems[0] and "xgrammar 0.2.6-0.2.8" in problems[0]
 
 
+def test_a_schema_that_is_not_json_is_named() -> None:
+    import datetime
+
+    problems = structured_output.schema_problems(
+        {"enum": [datetime.date(2026, 12, 3)]}, "task x: json_schema"
+    )
+    assert problems == ["task x: json_schema: not JSON (Object of type date is not JSON serializable)"]
+    assert structured_output.schema_problems({"maximum": float("nan")})[0].startswith("json_schema: not JSON")
+
+
 def test_a_users_task_with_a_repeat_above_128_is_refused_when_the_catalog_loads(tmp_path: Path) -> None:
     user = tmp_path / "tasks.yaml"
     user.write_text(yaml.safe_dump({"tasks": {"temporal_localization": {"json_schema": OLD_SEGMENTS}}}))
