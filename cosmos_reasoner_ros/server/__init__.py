@@ -2,8 +2,10 @@
 
 settings.py (config/server.yaml), versions.py (what each vLLM release accepts, derived from its wheel),
 detect.py (which vLLM the executable runs), command.py (argv and environment), supervisor.py (the process
-group), cli.py (the command line), errors.py (failures and exit codes). Imports nothing of the package but
-package_files: a server host needs neither ROS nor the node.
+group), grammar_check.py (the structured tasks' schemas compiled by vLLM's own backend at start), warmup.py
+(before READY: the thinking switch, warm-up requests), cli.py (the command line), errors.py (failures and exit
+codes). Imports nothing of the package but package_files and structured_output: a server host needs neither
+ROS nor the node.
 """
 
 from cosmos_reasoner_ros.server.command import ServerCommand, build_command

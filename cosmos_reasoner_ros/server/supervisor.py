@@ -1,9 +1,11 @@
 """Starting, watching, restarting and stopping one `vllm serve` process group.
 
-The server runs in its own process group with its log forwarded line by line; readiness (/health 200) is
-printed as `READY <url>` and optionally written to a ready file; a server that dies is restarted with bounded
-exponential backoff, except when restarting cannot help: a command line vLLM refuses (argparse's exit code 2),
-or two exits in a row before /health with the same output. SIGINT/SIGTERM stop the whole group (SIGTERM, then
+The server runs in its own process group with its log forwarded line by line; readiness (/health 200, then
+the verdict of the grammar check that ran beside the start, the chat template's thinking switch where a
+reasoning parser needs it, and the warm-up: grammar_check.py, warmup.py) is printed as `READY <url>` and
+optionally written to a ready file; a server that dies is restarted with bounded exponential backoff, except
+when restarting cannot help: a command line vLLM refuses (argparse's exit code 2), or two exits in a row
+before /health with the same output. SIGINT/SIGTERM stop the whole group (SIGTERM, then
 SIGKILL after a grace period). Fatal outcomes are raised as errors.py types carrying the server's message.
 """
 
