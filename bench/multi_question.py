@@ -56,13 +56,7 @@ QUESTIONS = (
     ("common_sense", "Is the gripper holding anything?"),
     ("custom", "Which objects are on the table?"),
 )
-SERVER = {
-    "extra_args": [
-        "--structured-outputs-config",
-        json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
-        "--enable-prompt-tokens-details",
-    ]
-}
+SERVER = {"extra_args": ["--enable-prompt-tokens-details"]}
 
 
 class FixedLengthClient(ReasonerClient):

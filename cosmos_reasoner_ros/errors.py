@@ -93,6 +93,16 @@ class RequestRejected(ReasonerError):
         self.status_code = status_code
 
 
+class GrammarError(ReasonerError):
+    """The server could not use the request's structured-output grammar (the task's json_schema): it refused
+    it (4xx with a message about the grammar) or failed on it before the first token (HTTP 500, an error event
+    in the stream, or, vLLM 0.26-0.31, a stream that ends without a token or a finish reason, which is how
+    those releases end a request whose grammar their engine could not compile). Never retried: the same
+    grammar fails again. The message names the task and holds the server's."""
+
+    kind = "grammar"
+
+
 class ServerError(ReasonerError):
     """The server failed on the request: HTTP 500 or another 5xx that does not mean "unavailable" (502, 503
     and 504 are ServerUnavailable) after the allowed retries, or an error event without a 4xx code inside a

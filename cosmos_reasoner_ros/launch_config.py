@@ -19,10 +19,10 @@ SUPERVISOR_MODULE = "cosmos_reasoner_ros.server"
 MODES = ("plugin", "native", "qwen3vl")
 # The supervisor stops vLLM within stop_grace_s (20 s by default); launch must not SIGKILL it before that.
 SUPERVISOR_SIGTERM_TIMEOUT_S = 30.0
-# After Ctrl-C the node ends its requests in flight within shutdown_timeout_s (3 s by default), publishes their
-# results and exits; launch's own 5 s before SIGTERM is too short for that on a busy machine (a loaded CI runner
-# saw the escalation), and a SIGTERM then only repeats the request to stop. Not a delay: a node that is done
-# exits at once.
+# After Ctrl-C the node ends its requests in flight within shutdown_timeout_s (3 s by default), publishes
+# their results and exits; launch's own 5 s before SIGTERM is too short for that on a busy machine (a loaded
+# CI runner saw the escalation), and a SIGTERM only repeats the request to stop. Not a delay: a node that is
+# done exits at once.
 NODE_SIGTERM_TIMEOUT_S = 20.0
 
 

@@ -91,7 +91,7 @@ def test_launch_file_without_server_starts_only_the_node() -> None:
 
 def test_launch_gives_the_node_time_to_publish_what_is_in_flight_before_sigterm() -> None:
     """After Ctrl-C, launch waits longer than the node's own shutdown budget before escalating to SIGTERM
-    (launch's default, 5 s, was seen escalating on a busy machine): the launch file passes the plan's value."""
+    (launch's default, 5 s, escalated on a busy machine): the launch file passes the plan's value."""
     calls = [
         node
         for node in ast.walk(ast.parse(LAUNCH_FILE.read_text()))

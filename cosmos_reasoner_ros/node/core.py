@@ -6,6 +6,9 @@ The node builds one Core at start (or at a lifecycle node's `configure`) and clo
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +24,8 @@ from cosmos_reasoner_ros.errors import ReasonerError, quoted
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, split_tasks, validate
 from cosmos_reasoner_ros.reasoner import ClientSettings, ReasonerClient, RequestSettings, TaskCatalog
 from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
+from cosmos_reasoner_ros.server import video_kwargs_mode, video_kwargs_refusals
+from cosmos_reasoner_ros.structured_output import BACKENDS, compile_check
 
 __all__ = ["Core"]
 
@@ -35,6 +40,7 @@ class Core:
     client: ReasonerClient
     pipeline: Pipeline
     pre_encoder: PreEncoder | None
+    notes: tuple[str, ...] = ()  # for the node's log, once at start
 
     @classmethod
     def build(cls, cfg: NodeConfig) -> Core:
@@ -54,6 +60,10 @@ class Core:
                 problems.append(f"trigger_tasks: unknown task(s) {names}; known: {known}")
         except (ReasonerError, OSError) as exc:
             problems.append(f"tasks_file: {exc}")
+        notes: list[str] = []
+        if catalog is not None and cfg.structured_output and not problems:
+            found, notes = user_schema_check(catalog)
+            problems += found
         if problems:
             raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
         assert catalog is not None
@@ -111,7 +121,39 @@ class Core:
         tiled = cfg.tiled and len(cfg.cameras) > 1
         useful = cfg.pre_encode != "off" and writer.backend == "pyav" and not tiled
         pre_encoder = PreEncoder(writer) if useful else None
-        return cls(cfg, catalog, buffers, buffer, writer, client, pipeline, pre_encoder)
+        core = cls(cfg, catalog, buffers, buffer, writer, client, pipeline, pre_encoder, tuple(notes))
+        # The video mode the server's vLLM takes, when it answers now (else when it becomes healthy).
+        version = client.server_version()
+        if version is not None:
+            try:
+                core.notes += (core.adapt_to_server(version, strict=True),)
+            except ConfigError:
+                core.close()
+                raise
+        return core
+
+    def adapt_to_server(self, version: str | None, strict: bool = False) -> str:
+        """Choose the per-request video mode for the server's vLLM `version` (video_kwargs_mode auto), or
+        refuse a mode it answers with HTTP 400: ConfigError when `strict` (at start), else every video request
+        ends as invalid_request with the reason, never sent. Returns the line for the log."""
+        base = self.pipeline.request_settings
+        wanted = self.config.video_kwargs_mode
+        try:
+            refusals = video_kwargs_refusals(version) if version else {}
+            chosen = video_kwargs_mode(version) if version and wanted == "auto" else wanted
+        except ValueError:
+            refusals, chosen = {}, "media_io_kwargs" if wanted == "auto" else wanted
+        where = f"the server's vLLM {version}" if version else "a server of unknown version"
+        refusal = refusals.get(chosen, "")
+        self.pipeline.request_settings = dataclasses.replace(
+            base, video_kwargs_mode=chosen, video_refusal=refusal
+        )
+        if refusal:
+            message = f"video_kwargs_mode {wanted}: {refusal}; use auto or media_io_kwargs"
+            if strict:
+                raise ConfigError(f"invalid parameters:\n  {message}")
+            return message
+        return f"video_kwargs_mode {wanted}: {chosen} for {where}"
 
     def close(self) -> None:
         """Stop the pre-encoder and the writer's encoding threads, close the client. Call after the last
@@ -120,3 +162,35 @@ class Core:
             self.pre_encoder.close()
         self.writer.close()
         self.client.close()
+
+
+def user_schema_check(catalog: TaskCatalog, timeout_s: float = 120.0) -> tuple[list[str], list[str]]:
+    """(problems, notes): the json_schema of the tasks a tasks_file added or changed, compiled by the grammar
+    backends this Python has (a robot's ROS environment usually has none: the note says so, and the server
+    compiles them with vLLM's own backend at its start). The shipped schemas are compiled in CI."""
+    shipped = TaskCatalog.load()
+    schemas = {
+        name: spec.json_schema
+        for name, spec in catalog.tasks.items()
+        if spec.json_schema is not None
+        and (name not in shipped.tasks or shipped.spec(name).json_schema != spec.json_schema)
+    }
+    if not schemas:
+        return [], []
+    backends = [b for b in BACKENDS if importlib.util.find_spec(b) is not None]
+    names = ", ".join(schemas)
+    if not backends:
+        return [], [
+            f"structured output: the json_schema of {names} (tasks_file) was checked against known backend "
+            "limits only; this Python has neither xgrammar nor llguidance to compile it "
+            "(cosmos-reasoner-server compiles it with vLLM's own backend when its tasks_file names the file)"
+        ]
+    try:
+        report = compile_check(schemas, sys.executable, backends, timeout_s=timeout_s)
+    except ValueError as exc:
+        return [], [f"structured output: the json_schema of {names} could not be compiled here: {exc}"]
+    problems = [f"tasks_file: {failure.describe()}" for failure in report.failures]
+    checked = ", ".join(f"{k} {v}" for k, v in report.backends.items())
+    return problems, [] if problems else [
+        f"structured output: the json_schema of {names} compile with {checked}"
+    ]

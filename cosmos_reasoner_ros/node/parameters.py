@@ -168,8 +168,9 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "structured_output": (False, "send the task's JSON schema as structured output"),
     "max_tokens": (0, "[tokens] longest answer; 0: each task's own max_tokens (config/tasks.yaml)"),
     "video_kwargs_mode": (
-        "media_io_kwargs",
-        "per-request video sampling: media_io_kwargs, mm_processor_kwargs, none",
+        "auto",
+        "per-request video sampling: auto (from the server's vLLM version), media_io_kwargs, "
+        "mm_processor_kwargs, none",
     ),
     "tasks_file": ("", "YAML merged over the shipped task catalog; empty: shipped catalog only"),
     "task": ("next_action", "default task for the timer, the service and goals without a task"),
@@ -286,7 +287,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "image_qos": IMAGE_QOS,
     "codec": ("auto", "h264", "mp4v"),
     "image_format": ("jpeg", "png"),
-    "video_kwargs_mode": ("media_io_kwargs", "mm_processor_kwargs", "none"),
+    "video_kwargs_mode": ("auto", "media_io_kwargs", "mm_processor_kwargs", "none"),
 }
 
 assert set(RANGES) | set(_CHOICES) <= {f.name for f in fields(NodeConfig)}

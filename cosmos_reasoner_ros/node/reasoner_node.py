@@ -209,6 +209,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         """Validate everything and build the core; the node's own bookkeeping; the output publishers."""
         self.core: Core = Core.build(cfg)
         core = self.core
+        for note in core.notes:
+            self.get_logger().info(note)
         self.catalog, self.buffers, self.buffer, self.pipeline = (
             core.catalog,
             core.buffers,
@@ -286,6 +288,10 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                     self.get_logger().info(
                         f"server {self.config.server_url} is healthy{again} (model {model})"
                     )
+                    # A (re)started server may be another vLLM: the video mode follows its version.
+                    line = self.core.adapt_to_server(self.client.server_version())
+                    refused = self.core.pipeline.request_settings.video_refusal
+                    (self.get_logger().error if refused else self.get_logger().info)(line)
                 else:
                     self.get_logger().warning(f"server {self.config.server_url} is not reachable: {error}")
 

@@ -9,10 +9,12 @@ as deltas) is kept apart from the content.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
 import queue
+import re
 import threading
 import time
 import urllib.error
@@ -24,6 +26,7 @@ import openai
 
 from cosmos_reasoner_ros.errors import (
     BadResponse,
+    GrammarError,
     ReasonerError,
     RequestCancelled,
     RequestRejected,
@@ -133,6 +136,18 @@ class ReasonerClient:
                 return int(response.status) == 200
         except (OSError, ValueError):  # URLError, HTTPError, timeouts and refused connections are OSErrors
             return False
+
+    def server_version(self, timeout_s: float | None = None) -> str | None:
+        """The server's vLLM version (GET {server}/version, which every vLLM release 0.19-0.34 serves), or
+        None when it does not answer with one (down, another kind of server)."""
+        url = self.settings.server_url + "/version"
+        try:
+            timeout = self.settings.health_timeout_s if timeout_s is None else timeout_s
+            with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (http(s), checked)
+                version = json.loads(response.read(4096)).get("version")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return version if isinstance(version, str) and 0 < len(version) <= 64 else None
 
     def wait_ready(
         self, timeout_s: float, poll_s: float = 0.5, cancel: threading.Event | None = None
@@ -249,14 +264,17 @@ class ReasonerClient:
                     continue
                 if kind == "error":
                     failure = _classify(payload, self.settings.base_url, mid_stream=acc.started)
-                    raise failure from payload
+                    raise _grammar_failure(request, failure, acc.started) or failure from payload
                 if kind == "response":
                     return acc.from_response(payload, time.monotonic() - start)
                 if kind == "chunk":
                     if acc.add(payload, time.monotonic() - start) and on_text is not None:
                         on_text(acc.partial_text())
                     continue
-                return acc.finish(time.monotonic() - start)  # kind == "end"
+                try:
+                    return acc.finish(time.monotonic() - start)  # kind == "end"
+                except ServerUnavailable as ended:
+                    raise _grammar_failure(request, ended, acc.started) or ended from None
         finally:
             abort.set()
 
@@ -412,6 +430,39 @@ def server_message(err: openai.APIStatusError) -> str:
         return err.response.text or err.message
     except Exception:  # a streamed response that was never read
         return err.message
+
+
+# Words of vLLM's own messages when its front end refuses a request's grammar (HTTP 400): "The provided JSON
+# schema contains features not supported by xgrammar", "Invalid JSON grammar specification", "Failed to
+# transform ... into a grammar", "Error in guidance grammar", "structural tag ...".
+_GRAMMAR_WORDS = re.compile(r"grammar|json schema|xgrammar|guidance|structured output|structural.tag", re.I)
+
+
+def _grammar_failure(
+    request: ChatRequest, failure: ReasonerError | _RetryableError, started: bool
+) -> GrammarError | None:
+    """The failure as a GrammarError when it can only be the request's grammar: a request with structured
+    output that failed before its first token with a server failure (HTTP 500, an error event, or a stream
+    that ended without an answer or a finish reason: vLLM 0.26-0.31's way of ending a request whose grammar
+    its engine could not compile), or a 4xx whose message is about the grammar."""
+    if not request.structured or started:
+        return None
+    final = failure.final if isinstance(failure, _RetryableError) else failure
+    task = f"task {request.task}: " if request.task else ""
+    if isinstance(final, ServerError) and final.status_code in (None, 500):
+        return GrammarError(
+            f"{task}the server failed on the request's structured output before its first token ({final}); "
+            "vLLM logs the grammar backend's reason as 'Failed to compile grammar'"
+        )
+    if isinstance(final, ServerUnavailable) and "finish reason" in str(final):
+        return GrammarError(
+            f"{task}the server ended the answer before its first token without a finish reason: how vLLM "
+            "0.26-0.31 end a request whose grammar their engine could not compile (their log: 'Failed to "
+            "compile grammar')"
+        )
+    if isinstance(final, RequestRejected) and _GRAMMAR_WORDS.search(str(final)):
+        return GrammarError(f"{task}the server refused the request's structured output: {final}")
+    return None
 
 
 def _classify(err: BaseException, where: str, mid_stream: bool = False) -> ReasonerError | _RetryableError:

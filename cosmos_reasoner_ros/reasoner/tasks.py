@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.package_files import config_file
+from cosmos_reasoner_ros.structured_output import merge_catalogs, read_catalog_file, schema_problems
 
 MEDIA_KINDS = ("video", "image")
 REASONING_FORMATS = ("think", "answer_tag")
@@ -137,7 +136,11 @@ class TaskCatalog:
         user = Path(path)
         if not extend:
             return cls.from_dict(_read_yaml(user), (user,))
-        return cls.from_dict(merge_catalogs(_read_yaml(shipped), _read_yaml(user)), (shipped, user))
+        try:
+            merged = merge_catalogs(_read_yaml(shipped), _read_yaml(user))
+        except ValueError as err:
+            raise TaskError(f"{user}: {err}") from None
+        return cls.from_dict(merged, (shipped, user))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], sources: tuple[Path, ...] = ()) -> TaskCatalog:
@@ -214,37 +217,11 @@ class TaskCatalog:
         )
 
 
-def merge_catalogs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """`override` over `base`: same-named profiles and tasks are merged field by field, new ones added."""
-    merged: dict[str, Any] = {k: v for k, v in base.items() if k not in ("profiles", "tasks")}
-    merged.update({k: v for k, v in override.items() if k not in ("profiles", "tasks")})
-    for section in ("profiles", "tasks"):
-        out: dict[str, Any] = {}
-        for source in (base, override):
-            entries = source.get(section) or {}
-            if not isinstance(entries, Mapping):
-                raise TaskError(f"{section} must be a mapping of names to entries")
-            for name, entry in entries.items():
-                if isinstance(entry, Mapping) and isinstance(out.get(name), Mapping):
-                    out[name] = {**out[name], **entry}
-                else:
-                    out[name] = entry
-        merged[section] = out
-    return merged
-
-
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise TaskError(f"cannot read task catalog {path}: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise TaskError(f"task catalog {path} is not valid YAML: {err}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise TaskError(f"task catalog {path} must be a mapping with profiles and tasks")
-    return data
+        return read_catalog_file(path)
+    except ValueError as err:
+        raise TaskError(str(err)) from None
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -331,6 +308,9 @@ def _task(name: str, raw: Mapping[str, Any], profiles: Mapping[str, SamplingProf
     schema = raw.get("json_schema")
     if schema is not None and not isinstance(schema, dict):
         raise TaskError(f"{at}: json_schema must be a mapping (a JSON schema)")
+    problems = schema_problems(schema, f"{at}: json_schema") if schema is not None else []
+    if problems:
+        raise TaskError("; ".join(problems))
     defaults = _mapping(raw.get("defaults") or {}, f"{at}: defaults")
     for key, value in defaults.items():
         if key not in placeholders:

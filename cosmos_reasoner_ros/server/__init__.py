@@ -3,8 +3,10 @@
 settings.py (config/server.yaml), versions.py (what each vLLM release accepts, derived from its wheel),
 detect.py (which vLLM the executable runs), command.py (argv and environment), supervisor.py (the process
 group), watchdog.py and reaper.py (the group dies with the supervisor, stale leftovers, frozen servers),
-cli.py (the command line), errors.py (failures and exit codes). Imports nothing of the package but
-package_files: a server host needs neither ROS nor the node.
+grammar_check.py (the structured tasks' schemas compiled by vLLM's own backend at start), warmup.py (before
+READY: the thinking switch, warm-up requests), cli.py (the command line), errors.py (failures and exit codes).
+Imports nothing of the package but package_files and structured_output: a server host needs neither ROS nor
+the node.
 """
 
 from cosmos_reasoner_ros.server.command import ServerCommand, build_command
@@ -12,8 +14,10 @@ from cosmos_reasoner_ros.server.detect import DetectedVersion, detect_version
 from cosmos_reasoner_ros.server.errors import SupervisorError
 from cosmos_reasoner_ros.server.settings import ServerSettings, load_settings
 from cosmos_reasoner_ros.server.supervisor import Supervisor
+from cosmos_reasoner_ros.server.versions import VIDEO_KWARGS_MODES, video_kwargs_mode, video_kwargs_refusals
 
 __all__ = [
+    "VIDEO_KWARGS_MODES",
     "DetectedVersion",
     "ServerCommand",
     "ServerSettings",
@@ -22,4 +26,6 @@ __all__ = [
     "build_command",
     "detect_version",
     "load_settings",
+    "video_kwargs_mode",
+    "video_kwargs_refusals",
 ]

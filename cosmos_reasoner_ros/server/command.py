@@ -203,6 +203,8 @@ def build_command(
         if parser in KNOWN_REASONING_PARSERS and parser not in release.reasoning_parsers:
             raise ConfigError(f"reasoning_parser: {label} has no reasoning parser {parser!r}")
         add("reasoning_parser", "--reasoning-parser", parser)
+    if settings.structured_outputs:
+        add("structured_outputs", "--structured-outputs-config", json.dumps(settings.structured_outputs))
     add("host", "--host", settings.host)
     add("port", "--port", str(settings.port))
     for arg in settings.extra_args:

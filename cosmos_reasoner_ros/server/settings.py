@@ -27,6 +27,16 @@ MODES = (*ARCHITECTURES, "external")
 PREFIX_CACHING = ("default", "on", "off")
 SCHEDULING_POLICIES = ("fcfs", "priority")
 DATA_PARALLEL_BACKENDS = ("", "mp", "ray")
+# vLLM's StructuredOutputsConfig (the same fields in 0.19.1-0.34.0; read from each release's
+# vllm/config/structured_outputs.py), as --structured-outputs-config takes them.
+STRUCTURED_OUTPUT_BACKENDS = ("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")
+STRUCTURED_OUTPUT_KEYS = {
+    "backend": str,
+    "disable_fallback": bool,
+    "disable_any_whitespace": bool,
+    "disable_additional_properties": bool,
+    "enable_in_reasoning": bool,
+}
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,13 @@ class ServerSettings:
     max_model_len: int = 0
     enforce_eager: bool = False
     reasoning_parser: str = ""
+    structured_outputs: dict[str, Any] = field(
+        default_factory=lambda: {"backend": "xgrammar", "disable_any_whitespace": True}
+    )
+    tasks_file: str = ""
+    structured_tasks: tuple[str, ...] = ()
+    warmup: bool = True
+    warmup_timeout_s: float = 120.0
     media_dir: str = DEFAULT_MEDIA_DIR
     media_io_kwargs: dict[str, Any] = field(default_factory=lambda: {"video": {"num_frames": -1}})
     trust_request_mm_kwargs: bool = True
@@ -126,6 +143,14 @@ class ServerSettings:
             problems.append(
                 f"mm_processor_cache_gb: -1 (vLLM's default) or >= 0, got {self.mm_processor_cache_gb}"
             )
+        problems.extend(structured_outputs_problems(self.structured_outputs))
+        if any(arg.split("=", 1)[0] == "--structured-outputs-config" for arg in self.extra_args):
+            problems.append(
+                "extra_args: --structured-outputs-config is the setting structured_outputs (a mapping); "
+                "set it there, once"
+            )
+        if not (math.isfinite(self.warmup_timeout_s) and self.warmup_timeout_s > 0):
+            problems.append(f"warmup_timeout_s: > 0, got {self.warmup_timeout_s}")
         if self.reasoning_parser and not self.reasoning_parser.replace("_", "").isalnum():
             problems.append(f"reasoning_parser: a parser name such as qwen3, got {self.reasoning_parser!r}")
         if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
@@ -183,6 +208,31 @@ def _number_problems(s: ServerSettings) -> list[str]:
         problems.append(
             f"restart_backoff_max_s ({s.restart_backoff_max_s}) must not be below restart_backoff_s "
             f"({s.restart_backoff_s})"
+        )
+    return problems
+
+
+def structured_outputs_problems(config: Mapping[str, Any]) -> list[str]:
+    """What vLLM 0.19-0.34 would refuse in --structured-outputs-config, said before it starts."""
+    problems = []
+    for key, value in config.items():
+        kind = STRUCTURED_OUTPUT_KEYS.get(key)
+        if kind is None:
+            problems.append(
+                f"structured_outputs: unknown key {key!r} (known: {', '.join(STRUCTURED_OUTPUT_KEYS)}; "
+                "reasoning_parser is its own setting)"
+            )
+        elif not isinstance(value, kind):
+            problems.append(f"structured_outputs.{key}: expected {kind.__name__}, got {value!r}")
+    backend = config.get("backend", "auto")
+    if isinstance(backend, str) and backend not in STRUCTURED_OUTPUT_BACKENDS:
+        problems.append(
+            f"structured_outputs.backend: one of {', '.join(STRUCTURED_OUTPUT_BACKENDS)}, got {backend!r}"
+        )
+    if config.get("disable_any_whitespace") is True and backend not in ("xgrammar", "guidance"):
+        problems.append(
+            "structured_outputs.disable_any_whitespace needs backend xgrammar or guidance: vLLM 0.19-0.34 "
+            f"refuse it with backend {backend!r} at start (set backend: xgrammar)"
         )
     return problems
 

@@ -1,11 +1,13 @@
 """Starting, watching, restarting and stopping one `vllm serve` process group.
 
-The server runs in its own process group with its log forwarded line by line; readiness (/health 200) is
-printed as `READY <url>` and optionally written to a ready file; a server that dies is restarted with bounded
-exponential backoff, except when restarting cannot help: a command line vLLM refuses (argparse's exit code 2),
-or two exits in a row before /health with the same output (a death by a signal is never such a failure).
-SIGINT/SIGTERM stop the whole group (SIGTERM, then SIGKILL after a grace period). Fatal outcomes are raised as
-errors.py types carrying the server's message.
+The server runs in its own process group with its log forwarded line by line; readiness (/health 200, then
+the verdict of the grammar check that ran beside the start, the chat template's thinking switch where a
+reasoning parser needs it, and the warm-up: grammar_check.py, warmup.py) is printed as `READY <url>` and
+optionally written to a ready file; a server that dies is restarted with bounded exponential backoff, except
+when restarting cannot help: a command line vLLM refuses (argparse's exit code 2), or two exits in a row
+before /health with the same output (a death by a signal is never such a failure). SIGINT/SIGTERM stop the
+whole group (SIGTERM, then SIGKILL after a grace period). Fatal outcomes are raised as errors.py types
+carrying the server's message.
 
 As a watchdog (watchdog.py): the group dies with the supervisor however it ends (the reaper process), a server
 or ready file left by a dead supervisor is recognised at start, and a ready server silent on /health for
@@ -32,9 +34,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from cosmos_reasoner_ros.structured_output import TaskGrammar
+
 from . import watchdog
 from .command import ServerCommand, base_environment, build_command, redacted_argv
-from .detect import DetectedVersion, detect_version, resolve_executable
+from .detect import DetectedVersion, detect_version, environment_python, resolve_executable
 from .errors import (
     EXIT_OK,
     GaveUp,
@@ -44,7 +48,9 @@ from .errors import (
     ServerStartFailed,
     ServerUsageError,
 )
+from .grammar_check import GrammarCheck, structured_tasks
 from .settings import ServerSettings
+from .warmup import Warmup, check_thinking_switch
 
 _TAIL_LINES = 40  # output lines kept per start: the server's message when it fails
 _SIGNATURE_LINES = 12  # lines compared between two failed starts
@@ -195,6 +201,8 @@ class Supervisor:
         self._stop_reason = ""
         self._owner = watchdog.owner_mark()
         self._reaper = watchdog.Reaper(settings.stop_grace_s)  # its process starts with the first server
+        self._grammar_check: GrammarCheck | None = None
+        self._structured: dict[str, TaskGrammar] = {}
 
     def say(self, message: str) -> None:
         with self._out_lock:
@@ -223,6 +231,16 @@ class Supervisor:
         self.say(self.version.describe())
         for note in self.command.notes:
             self.say(f"note: {note}")
+        # The structured tasks' schemas compiled by vLLM's own backend, beside vLLM's start (READY waits).
+        program = resolve_executable(s.executable[0], self.command.environment().get("PATH"))
+        self._structured = structured_tasks(s)
+        self._grammar_check = GrammarCheck(
+            s,
+            self._structured,
+            environment_python(program),
+            self.version.version,
+            self.command.environment(),
+        ).start()
         failures = 0
         last_signature = ""
         try:
@@ -352,10 +370,37 @@ class Supervisor:
             if proc.poll() is not None:
                 return False
             if not s.headless and health_ok(s.url):
+                self._before_ready()
+                if self._stop.is_set() or proc.poll() is not None:
+                    return False  # stopped, or died, while being checked and warmed up: no READY
                 self._ready(proc.pid, time.monotonic() - started)
                 return True
             self._stop.wait(s.health_period_s)
         return False
+
+    def _before_ready(self) -> None:
+        """What must hold before READY: the grammar check's verdict (once), a chat template that can turn
+        thinking off where a reasoning parser needs it (a ConfigError stops the server)."""
+        check, self._grammar_check = self._grammar_check, None
+        if check is not None:
+            for note in check.result(self._stop):
+                self.say(note)
+        version = self.version.version if self.version else "?"
+        for note in check_thinking_switch(self.settings, version, self._structured):
+            self.say(note)
+        if self.settings.warmup and self.version is not None and self.command is not None:
+            # Kernels and grammars compile now, not at a robot's first question (H200: 1.48 s, later 0.2 s).
+            trust = "--trust-request-mm-kwargs"
+            media_kwargs = trust not in self.version.row.info.flags or trust in self.command.argv
+            Warmup(
+                self.settings,
+                version,
+                self._structured,
+                media_kwargs,
+                self.say,
+                self.settings.warmup_timeout_s,
+                self._stop,
+            ).run()
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> str:
         """Until the server exits, freezes or stop(). Returns why a live server was killed (it stopped

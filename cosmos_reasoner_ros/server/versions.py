@@ -176,6 +176,39 @@ def parse_version(text: str) -> tuple[int, int, int, bool]:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0), "cpu" in local
 
 
+# Per-request video sampling (the node's video_kwargs_mode): not in the releases' argument definitions but
+# seen at the servers (docs/SERVING.md). Every release takes media_io_kwargs (0.31 and later with
+# --trust-request-mm-kwargs, which the supervisor emits); mm_processor_kwargs (fps, do_sample_frames) only
+# before vLLM sampled a Qwen3-VL video's frames itself: from 0.23 it answers HTTP 400 "Failed to apply
+# Qwen3VLProcessor" (0.26.0 on the H200), unless the server's media_io_kwargs choose the opencv backend.
+VIDEO_KWARGS_MODES = ("media_io_kwargs", "mm_processor_kwargs", "none")
+OWN_FRAME_SAMPLING_FROM = (0, 23, 0)
+
+
+def video_kwargs_refusals(version: str) -> dict[str, str]:
+    """The per-request video modes `version` refuses, each with why (ValueError for a text not a version)."""
+    major, minor, patch, _ = parse_version(version)
+    if (major, minor, patch) < OWN_FRAME_SAMPLING_FROM:
+        return {}
+    return {
+        "mm_processor_kwargs": (
+            f"vLLM {version} samples a video's frames itself (from 0.23): per-request mm_processor_kwargs "
+            "get HTTP 400 'Failed to apply Qwen3VLProcessor' (unless the server's media_io_kwargs choose the "
+            "opencv video backend)"
+        )
+    }
+
+
+def video_kwargs_mode(version: str) -> str:
+    """The mode `auto` means on `version`: the cookbook's mm_processor_kwargs where the processor samples
+    the frames (0.19-0.22, the vllm-cosmos3 plugin's releases), else media_io_kwargs (every release)."""
+    return (
+        "media_io_kwargs"
+        if "mm_processor_kwargs" in video_kwargs_refusals(version)
+        else "mm_processor_kwargs"
+    )
+
+
 @dataclass(frozen=True)
 class TableRow:
     """The row of RELEASES used for a version, and how well it matches."""

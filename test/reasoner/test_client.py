@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 from support.processes import free_port
-from support.scripted_server import ScriptedReply, ScriptedServer
+from support.scripted_server import GRAMMAR_FAILURES, ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros import errors
 from cosmos_reasoner_ros.clips.media_store import MediaRef
 from cosmos_reasoner_ros.errors import (
     BadResponse,
+    GrammarError,
     RequestCancelled,
     RequestRejected,
     RequestTimeout,
@@ -639,3 +640,58 @@ def test_cached_prompt_tokens_when_the_server_reports_them(stream: bool) -> None
         plain = client.complete(REQUEST, stream=stream)
     assert (cached.prompt_tokens, cached.cached_tokens) == (900, 848)
     assert (plain.prompt_tokens, plain.cached_tokens) == (100, 0)
+
+
+# ---- a grammar the server cannot use ----
+
+
+def _structured(task: str = "temporal_localization") -> ChatRequest:
+    rendered = TaskCatalog.load().render(task, object="the cup")
+    request = build_request(rendered, [], RequestSettings(structured_output=True))
+    assert request.structured and request.task == task
+    return request
+
+
+@pytest.mark.parametrize("release", GRAMMAR_FAILURES)
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "unstreamed"])
+def test_a_grammar_the_server_cannot_compile_is_a_grammar_error_sent_once(release: str, stream: bool) -> None:
+    """The H200's temporal_localization: vLLM accepted the grammar, its engine could not compile it; 0.26
+    ended the stream without a finish reason ("connection lost?" before), 0.32 sends an error event, both
+    answer HTTP 500 unstreamed (retried twice before). Now: kind grammar, the task named, one attempt."""
+    server = ScriptedServer(refuse_grammars=release)
+    with server, _client(server, max_retries=2) as client:
+        with pytest.raises(GrammarError) as info:
+            client.complete(_structured(), stream=stream)
+        assert info.value.kind == "grammar"
+        assert str(info.value).startswith("task temporal_localization: the server ")
+        assert "connection lost" not in str(info.value)
+        assert server.request_count == 1  # not retried: the same grammar fails again
+        # The same server answers a request without structured output, and parses as before.
+        assert client.complete(REQUEST, stream=stream).finish_reason == "stop"
+
+
+def test_a_grammar_the_front_end_refuses_is_a_grammar_error_with_the_servers_message() -> None:
+    refusal = "The provided JSON schema contains features not supported by xgrammar."
+    server = ScriptedServer(
+        [
+            ScriptedReply(status=400, error_message=refusal),
+            ScriptedReply(status=400, error_message="too long"),
+        ]
+    )
+    with server, _client(server) as client:
+        with pytest.raises(GrammarError, match=r"task grounding_2d: .*not supported by xgrammar"):
+            client.complete(_structured("grounding_2d"))
+        # Another 4xx of a structured request stays a rejection.
+        with pytest.raises(RequestRejected, match="too long"):
+            client.complete(_structured("grounding_2d"))
+
+
+def test_a_failure_after_the_first_token_or_without_a_grammar_keeps_its_kind() -> None:
+    server = ScriptedServer(
+        [ScriptedReply(text="[{", stream_error="engine died"), ScriptedReply(status=500)],
+    )
+    with server, _client(server, max_retries=0) as client:
+        with pytest.raises(ServerError, match="engine died"):
+            client.complete(_structured())  # the grammar had worked: text came first
+        with pytest.raises(ServerError):
+            client.complete(REQUEST, stream=False)  # no grammar: a server error, as always

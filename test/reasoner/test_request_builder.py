@@ -93,6 +93,23 @@ def test_structured_output_only_when_enabled_and_defined(catalog: TaskCatalog) -
     assert "structured_outputs" not in no_schema.params["extra_body"]
 
 
+def test_requests_that_do_not_reason_turn_the_templates_thinking_off(catalog: TaskCatalog) -> None:
+    """Behind a reasoning parser, vLLM applies a grammar only once reasoning is over: a request that does not
+    reason says so through the chat template's switch (the prompt then ends in an empty think block)."""
+    off = {"enable_thinking": False}
+    for name in catalog.names():
+        values = dict.fromkeys(catalog.spec(name).placeholders, "x")
+        task = catalog.render(name, **values)
+        for structured in (False, True):
+            extra = build_request(task, [], RequestSettings(structured_output=structured)).params[
+                "extra_body"
+            ]
+            assert extra.get("chat_template_kwargs") == (None if task.reasoning else off), name
+            assert ("structured_outputs" in extra) == (structured and task.json_schema is not None), name
+        fast = build_request(catalog.render_without_reasoning(name, **values), [], RequestSettings())
+        assert fast.params["extra_body"]["chat_template_kwargs"] == off, name  # reasoning turned off
+
+
 def test_video_kwargs_modes_and_clamps() -> None:
     assert video_kwargs(RequestSettings(fps=4)) == {
         "media_io_kwargs": {"video": {"num_frames": 256, "fps": 4}}

@@ -207,6 +207,22 @@ def test_server_and_answer_errors_become_outcomes(
     assert out.media and out.clips  # what was done before the error is still reported
 
 
+@pytest.mark.parametrize("release", ["vllm-0.26", "vllm-0.32"])
+def test_a_grammar_the_server_cannot_compile_ends_as_a_grammar_outcome(
+    buffer: MultiCameraBuffer, tmp_path: Path, release: str
+) -> None:
+    """The H200's temporal_localization, through the pipeline: one request, kind grammar, the task named."""
+    with ScriptedServer(refuse_grammars=release) as refusing:
+        pipeline = make_pipeline(buffer, tmp_path, refusing.base_url)
+        pipeline.request_settings = RequestSettings(structured_output=True)
+        out = pipeline.run(RequestSpec("g", "temporal_localization"))
+        assert refusing.request_count == 1
+    assert (out.success, out.error_kind) == (False, "grammar")
+    assert (
+        out.error.startswith("task temporal_localization: the server ") and "connection lost" not in out.error
+    )
+
+
 def test_no_frames_and_invalid_task(tmp_path: Path, server: ScriptedServer) -> None:
     empty = MultiCameraBuffer([ClipBuffer("front", 4.0, 30.0, 1 << 20, 0)])
     pipeline = make_pipeline(empty, tmp_path, server.base_url)

@@ -266,7 +266,11 @@ def _everything(mode: str) -> ServerSettings:
         max_model_len=8192,
         enforce_eager=True,
         reasoning_parser="qwen3",
-        extra_args=("--structured-outputs-config", '{"backend": "xgrammar"}'),
+        structured_outputs={
+            "backend": "guidance",
+            "disable_any_whitespace": True,
+            "enable_in_reasoning": True,
+        },
     )
 
 
@@ -1226,3 +1230,106 @@ def test_an_empty_model_directory_is_refused_before_starting(tmp_path: Path, fak
     assert code == errors.EXIT_NO_MODEL
     assert "no config.json" in capsys.readouterr().err
     assert not records(tmp_path / "record.jsonl")  # nothing started
+
+
+# --- structured output: the backend setting and the grammar check at start -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"structured_outputs": '{"backend": "auto", "disable_any_whitespace": true}'}, "backend xgrammar"),
+        ({"structured_outputs": '{"disable_any_whitespace": true}'}, "needs backend xgrammar or guidance"),
+        ({"structured_outputs": '{"backend": "xgrammar", "whitespace": false}'}, "unknown key 'whitespace'"),
+        ({"structured_outputs": '{"backend": "fast"}'}, "structured_outputs.backend: one of"),
+        ({"structured_outputs": '{"enable_in_reasoning": "yes"}'}, "enable_in_reasoning: expected bool"),
+        ({"extra_args": '["--structured-outputs-config", "{}"]'}, "is the setting structured_outputs"),
+    ],
+)
+def test_structured_output_settings_vllm_would_refuse_are_refused_first(
+    overrides: dict[str, str], named: str
+) -> None:
+    with pytest.raises(errors.ConfigError) as info:
+        settings.load_settings(None, overrides)
+    assert named in str(info.value)
+
+
+def test_structured_outputs_reach_the_command_on_every_release() -> None:
+    for release in versions.RELEASES:
+        version = release[4:] + "+cpu" if release.startswith("cpu-") else release
+        cmd = argv_of(ServerSettings(mode="qwen3vl"), version)
+        assert json.loads(value(cmd, "--structured-outputs-config")) == {
+            "backend": "xgrammar",
+            "disable_any_whitespace": True,
+        }
+    assert "--structured-outputs-config" not in argv_of(ServerSettings(structured_outputs={}), "0.26.0")
+
+
+def test_structured_tasks_come_from_the_catalog_and_the_tasks_file(tmp_path: Path) -> None:
+    from cosmos_reasoner_ros.server.grammar_check import structured_tasks
+
+    shipped = structured_tasks(ServerSettings())
+    assert set(shipped) == {
+        "trajectory",
+        "grounding_2d",
+        "temporal_localization",
+        "temporal_localization_mmss",
+        "timestamp_query",
+        "plausibility",
+    }
+    assert shipped["trajectory"].reasoning and not shipped["grounding_2d"].reasoning
+    user = tmp_path / "tasks.yaml"
+    schema = {"type": "object", "properties": {"t": {"type": "string", "pattern": "^x{0,300}$"}}}
+    user.write_text(yaml.safe_dump({"tasks": {"mine": {"template": "x", "json_schema": schema}}}))
+    with pytest.raises(
+        errors.ConfigError, match=r"tasks_file: task mine: json_schema.*repeat \{0,300\}.*#863"
+    ):
+        structured_tasks(ServerSettings(tasks_file=str(user)))
+    chosen = structured_tasks(ServerSettings(structured_tasks=("grounding_2d",)))
+    assert list(chosen) == ["grounding_2d"]
+    with pytest.raises(errors.ConfigError, match="structured_tasks: caption: not a task with a json_schema"):
+        structured_tasks(ServerSettings(structured_tasks=("caption",)))
+    with pytest.raises(errors.ConfigError, match="does not exist"):
+        structured_tasks(ServerSettings(tasks_file=str(tmp_path / "missing.yaml")))
+
+
+@pytest.mark.slow
+@pytest.mark.grammar
+@pytest.mark.skipif(bool(vllm_tier.missing_reason()), reason=str(vllm_tier.missing_reason()))
+def test_a_users_schema_vllms_backend_refuses_stops_the_start(tmp_path: Path) -> None:
+    """The stand-in server in the vLLM environment's Python: the supervisor compiles the structured tasks
+    with that environment's xgrammar (0.2.8) and vLLM's own front-end check before READY. A schema xgrammar
+    does not support stops the start with exit code 2 naming the task; with backend auto vLLM hands it to
+    llguidance."""
+    fake = tmp_path / "fake-vllm"
+    fake.write_text(f"#!{vllm_tier.vllm_python()} -S\n{FAKE_VLLM}")
+    fake.chmod(0o755)
+    user = tmp_path / "tasks.yaml"
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}, "required": ["n"]}
+    user.write_text(yaml.safe_dump({"tasks": {"counting": {"template": "How many?", "json_schema": schema}}}))
+    config = write_config(tmp_path, fake, free_port(), tasks_file=str(user), start_timeout_s=120.0)
+    proc = SupervisorProcess(config, fake_env(tmp_path))
+    assert proc.finish(timeout_s=180) == errors.EXIT_CONFIG
+    assert "vLLM 0.26.0 cannot use the structured output of these tasks" in proc.text
+    assert "task counting: its json_schema refused by vLLM's front end with xgrammar 0.2.8" in proc.text
+    assert "READY" not in proc.text and "task trajectory" not in proc.text
+    config = write_config(
+        tmp_path,
+        fake,
+        free_port(),
+        tasks_file=str(user),
+        structured_outputs={"backend": "auto"},
+        start_timeout_s=120.0,
+    )
+    proc = SupervisorProcess(config, fake_env(tmp_path))
+    try:
+        proc.read_until("READY ", timeout_s=180)
+        assert (
+            "grammar check: the json_schema of trajectory" in proc.text
+            and "counting compile with" in proc.text
+        )
+        proc.proc.send_signal(signal.SIGTERM)
+        assert proc.finish() == errors.EXIT_OK
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()

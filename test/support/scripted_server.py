@@ -59,6 +59,10 @@ class ScriptedReply:
 
 
 ReplySource = Sequence[ScriptedReply] | Callable[[dict[str, Any]], ScriptedReply]
+# How a vLLM release fails a request whose grammar its engine cannot compile (vLLM accepts it first):
+# 0.26-0.31 stream a role chunk and `[DONE]` (no finish reason, no error event), 0.32 and later a role chunk,
+# an error event and `[DONE]`; both answer an unstreamed request with HTTP 500 "Internal server error".
+GRAMMAR_FAILURES = ("vllm-0.26", "vllm-0.32")
 
 
 def split_text(text: str, pieces: int = 0) -> list[str]:
@@ -103,7 +107,17 @@ class ScriptedServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record: bool = True,
+        refuse_grammars: str = "",
     ) -> None:
+        if refuse_grammars and refuse_grammars not in GRAMMAR_FAILURES:
+            raise ValueError(
+                f"refuse_grammars: one of {', '.join(GRAMMAR_FAILURES)}, got {refuse_grammars!r}"
+            )
+        self.refuse_grammars = refuse_grammars  # fail every request with structured output, as that release
+        # POST /tokenize: the prompt's tokens (one per character); with the thinking switch, a prompt rendered
+        # with chat_template_kwargs enable_thinking false ends in an empty think block, as Qwen3's template.
+        self.thinking_switch = True
+        self.version = ""  # GET /version answers {"version": ...} when set, like vLLM; 404 otherwise
         self.model = model
         self.record = record  # False: count requests without keeping their bodies (long soaks)
         self.request_count = 0
@@ -211,6 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if self.scripted.health_status == 200
                 else _error_body(self.scripted.health_status, "not ready"),
             )
+        elif path == "/version" and self.scripted.version:
+            self._send_json(200, {"version": self.scripted.version})
         elif path == "/v1/models":
             model = {
                 "id": self.scripted.model,
@@ -228,6 +244,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if path == "/tokenize":
+            self._tokenize(raw)
+            return
         if path != "/v1/chat/completions":
             self._send_json(404, _error_body(404, f"no route {path}"))
             return
@@ -244,6 +263,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.drop_connection:
             self._drop()
+            return
+        if self.scripted.refuse_grammars and (
+            (body.get("structured_outputs") or {}).get("json") is not None or body.get("response_format")
+        ):
+            self._fail_grammar(bool(body.get("stream")))
             return
         if reply.status != 200:
             self._send_json(
@@ -284,6 +308,35 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if reply.stream_error:
             error = _error_body(500, reply.stream_error)
+            self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _tokenize(self, raw: bytes) -> None:
+        body = json.loads(raw or b"{}")
+        text = request_text(body) + ("<|im_start|>assistant\n" if body.get("add_generation_prompt") else "")
+        if (
+            self.scripted.thinking_switch
+            and (body.get("chat_template_kwargs") or {}).get("enable_thinking") is False
+        ):
+            text += "<think>\n\n</think>\n\n"
+        tokens = [ord(c) for c in text]
+        self._send_json(200, {"count": len(tokens), "max_model_len": 4096, "tokens": tokens})
+
+    def _fail_grammar(self, stream: bool) -> None:
+        """As vLLM fails a request whose grammar its engine could not compile (GRAMMAR_FAILURES)."""
+        if not stream:
+            self._send_json(500, _error_body(500, "Internal server error"))
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        role = next(_stream_events(ScriptedReply(text=""), self.scripted.model, False))
+        self.wfile.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+        if self.scripted.refuse_grammars == "vllm-0.32":
+            error = _error_body(500, "Internal server error")
             self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()

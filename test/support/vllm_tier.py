@@ -164,11 +164,8 @@ def tiny_server_settings(
         "stop_grace_s": 10.0,
         "ready_file": str(work_dir / "ready.json"),
         # A random model fills every whitespace the JSON grammar allows until max_tokens: allow none, so that
-        # structured output always gives complete, parseable JSON.
-        "extra_args": [
-            "--structured-outputs-config",
-            json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
-        ],
+        # structured output always gives complete, parseable JSON (server.yaml's default too).
+        "structured_outputs": {"backend": "xgrammar", "disable_any_whitespace": True},
     }
     settings.update(overrides)
     return settings
@@ -401,6 +398,31 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return pid > 0 and fields[0] != "Z"
+
+
+_VALIDATE = r"""
+import json, sys, jsonschema
+out = []
+for instance, schema in json.load(sys.stdin):
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(instance), key=str)
+    out.append(errors[0].message[:200] if errors else None)
+print(json.dumps(out))
+"""
+
+
+def schema_errors(pairs: list[tuple[Any, dict[str, Any]]]) -> list[str | None]:
+    """For each (instance, JSON schema): None when the instance is valid, else the first error. Validated by
+    jsonschema in the vLLM environment (vLLM brings it; the ROS environment has no such dependency)."""
+    done = subprocess.run(
+        [str(vllm_python()), "-c", _VALIDATE],
+        input=json.dumps(pairs),
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=True,
+    )
+    result: list[str | None] = json.loads(done.stdout)
+    return result
 
 
 _shared: dict[str, SupervisedServer] = {}

@@ -14,7 +14,6 @@ test_vllm_tier.py checks that a priority server takes the priorities; this modul
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import threading
@@ -47,11 +46,7 @@ TOPIC = "/test_cam/image_raw"
 SERVER = {
     "scheduling_policy": "priority",
     "max_num_seqs": 1,  # one request decoded at a time: the others wait in vLLM's queue, in priority order
-    "extra_args": [
-        "--structured-outputs-config",
-        json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
-        "--enable-prompt-tokens-details",
-    ],
+    "extra_args": ["--enable-prompt-tokens-details"],
 }
 
 

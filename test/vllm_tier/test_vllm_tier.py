@@ -26,6 +26,7 @@ import pytest
 from support import vllm_tier
 
 from cosmos_reasoner_ros.clips.media_store import MediaRef
+from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.reasoner.parsing import parse_answer
 from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
@@ -138,6 +139,13 @@ def test_health_and_models(server: vllm_tier.SupervisedServer, client: openai.Op
         assert response.status == 200
     assert [m.id for m in client.models.list().data] == [vllm_tier.SERVED_NAME]
     assert server.ready["starts"] >= 1 and server.ready["base_url"] == server.base_url
+    # Before READY the supervisor compiled the structured tasks' schemas with vLLM's own xgrammar and warmed
+    # the server up: the robot clip and each grammar, all answered.
+    log = server.log_path.read_text()
+    assert (
+        "grammar check: the json_schema of trajectory, grounding_2d" in log and "with xgrammar 0.2.8" in log
+    )
+    assert "warm-up: 7/7 requests in " in log, log[-3000:]
 
 
 @tier
@@ -328,6 +336,29 @@ def test_tiny_checkpoint_is_cached_and_deterministic(tmp_path: Path) -> None:
     assert not (native / "model.safetensors").exists()
 
 
+@tier
+def test_tasks_that_do_not_reason_are_constrained_behind_a_plain_reasoning_parser(
+    robot_clip: Path, _stop_shared_servers: None
+) -> None:
+    """The H200's grounding_2d: behind --reasoning-parser qwen3 (no enable_in_reasoning) its grammar waited
+    for the end of reasoning and its free text landed in `reasoning`. With the thinking switch off every task
+    that does not reason gets JSON of its schema, as content, streamed and not (the supervisor checked the
+    switch)."""
+    catalog = TaskCatalog.load()
+    names = [n for n in catalog.names() if not catalog.spec(n).reasoning]
+    with vllm_tier.SupervisedServer(overrides={"reasoning_parser": "qwen3"}) as server:
+        FIGURES.setdefault("plain_parser_server_start_s", []).append(round(server.start_s, 1))
+        for stream in (False, True):
+            rows = _ask_every_task(server, robot_clip, stream, names)
+            _check_structured(rows, json_in_content=set(names))
+            for row in rows:
+                assert row["completion"].text.strip() and not row["completion"].reasoning, row
+        assert (
+            "thinking switch: the chat template turns thinking off for grounding_2d"
+            in server.log_path.read_text()
+        )
+
+
 # ---- a server with a reasoning parser and priority scheduling ---
 
 
@@ -352,7 +383,7 @@ def parser_server(_stop_shared_servers: None) -> Iterator[vllm_tier.SupervisedSe
     overrides = {
         "reasoning_parser": "qwen3",
         "scheduling_policy": "priority",
-        "extra_args": ["--structured-outputs-config", json.dumps(config)],
+        "structured_outputs": config,
     }
     with vllm_tier.SupervisedServer(overrides=overrides) as server:
         FIGURES.setdefault("parser_server_start_s", []).append(round(server.start_s, 1))
@@ -471,3 +502,113 @@ def test_a_frozen_vllm_is_restarted_and_a_sigkilled_supervisor_leaves_no_vllm_pr
         assert not server.ready_file.exists()  # removed by the reaper before it stopped the group
     finally:
         server.stop()
+
+
+# ---- every shipped task behind a reasoning parser ----
+
+# A value for every placeholder of the shipped catalog.
+VALUES = {
+    "task": "put the charger in the box",
+    "step": "pick up the charger",
+    "object": "the charger",
+    "event": "the arm lifts the charger",
+    "question": "Is the gripper holding anything?",
+    "prompt": "Which objects are on the table?",
+}
+# Cut-offs large enough for the random model's answers (structured ones are bounded by their schemas).
+TEXT_TOKENS, STRUCTURED_TOKENS = 1024, 2048
+# What the parser refuses in a well-formed answer of a random model: a segment that ends before it starts, a
+# box without area. The JSON was found and read; its values mean nothing.
+SEMANTIC_REFUSALS = ("before it starts", "has no area")
+
+
+def _video_ref(media_dir: Path, robot_clip: Path) -> MediaRef:
+    path = media_dir / "parser_clip.mp4"
+    shutil.copyfile(robot_clip, path)
+    return MediaRef("video", path.as_uri(), path, "video/mp4", path.stat().st_size, 0.0, 644, 476, fps=4.0)
+
+
+def _ask_every_task(
+    server: vllm_tier.SupervisedServer, robot_clip: Path, stream: bool, names: list[str]
+) -> list[dict]:
+    """Each task as the node asks it (structured output on): what came back, what parsing made of it."""
+    assert server.media_dir is not None
+    catalog = TaskCatalog.load()
+    media = {
+        "image": _image_ref(server.media_dir, robot_clip),
+        "video": _video_ref(server.media_dir, robot_clip),
+    }
+    rows = []
+    with ReasonerClient(ClientSettings(base_url=server.base_url, read_timeout_s=300)) as client:
+        for name in names:
+            task = catalog.render(name, **VALUES)
+            limit = STRUCTURED_TOKENS if task.json_schema else TEXT_TOKENS
+            ref = media[task.media]
+            request = build_request(task, [ref], RequestSettings(structured_output=True, max_tokens=limit))
+            completion = client.complete(request, stream=stream)
+            row = {
+                "task": name,
+                "completion": completion,
+                "schema": task.json_schema,
+                "kind": task.answer_kind,
+            }
+            row["reasoning_task"] = task.reasoning
+            try:
+                row["parsed"] = parse_answer(
+                    completion.text,
+                    task.answer_kind,
+                    ref.width,
+                    ref.height,
+                    completion.finish_reason,
+                    completion.reasoning,
+                )
+            except ParseError as err:
+                row["parse_error"] = str(err)
+            rows.append(row)
+    return rows
+
+
+def _check_structured(rows: list[dict], json_in_content: set[str]) -> None:
+    """Every structured answer is complete JSON of its schema, in content where `json_in_content` says, and
+    the parser read it (or refused only its meaningless values)."""
+    structured = [r for r in rows if r["schema"] is not None]
+    answers = []
+    for row in structured:
+        completion = row["completion"]
+        assert completion.finish_reason == "stop", (row["task"], completion)
+        where = "content" if completion.text.strip() else "reasoning"
+        assert where == ("content" if row["task"] in json_in_content else where), (row["task"], completion)
+        answers.append(
+            (json.loads(completion.text if where == "content" else completion.reasoning), row["schema"])
+        )
+    problems = vllm_tier.schema_errors(answers)
+    assert problems == [None] * len(answers), list(
+        zip([r["task"] for r in structured], problems, strict=True)
+    )
+    for row in structured:
+        error = row.get("parse_error", "")
+        assert not error or any(refusal in error for refusal in SEMANTIC_REFUSALS), (row["task"], error)
+
+
+@tier
+@pytest.mark.parametrize("stream", [False, True], ids=["unstreamed", "streamed"])
+def test_every_shipped_task_behind_a_reasoning_parser_is_constrained_and_parsed(
+    parser_server: vllm_tier.SupervisedServer, robot_clip: Path, stream: bool
+) -> None:
+    """--reasoning-parser qwen3 with enable_in_reasoning (grammars from the first token: the random model
+    never writes </think>): every shipped task as the node asks it. Tasks that do not reason turn the
+    template's thinking off: their answers (JSON or text) come as content; a task that reasons answers in
+    `reasoning`, which the parser reads as the answer."""
+    names = TaskCatalog.load().names()
+    rows = _ask_every_task(parser_server, robot_clip, stream, names)
+    plain = {r["task"] for r in rows if not r["reasoning_task"]}
+    _check_structured(rows, json_in_content=plain)
+    for row in rows:
+        if row["schema"] is not None:
+            continue
+        completion = row["completion"]
+        if row["task"] in plain:
+            assert completion.text.strip() and not completion.reasoning, (row["task"], completion)  # the fix
+        if completion.finish_reason == "stop":
+            assert row["parsed"].answer, (row["task"], completion)
+    FIGURES.setdefault("every_task_s", []).append(sum(r["completion"].latency_s for r in rows))

@@ -1,0 +1,222 @@
+"""structured_output: the request form, the known backend limits, the catalog as the server reads it, and the
+compile check: every task's json_schema compiled by every grammar backend version vLLM 0.19-0.34 install
+(requirements-grammar.txt, marker `grammar`), against the tiny checkpoint's tokenizer, without a server."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support import vllm_tier
+from support.paths import CACHE, ROOT
+
+from cosmos_reasoner_ros import structured_output
+from cosmos_reasoner_ros.errors import TaskError
+from cosmos_reasoner_ros.reasoner import TaskCatalog
+
+BACKEND_DIR = CACHE / "grammar-backends"
+# The temporal schema as it shipped before: its caption's {0,256} broke xgrammar 0.2.6-0.2.8 (vLLM 0.29-0.34).
+OLD_SEGMENTS = {
+    "type": "array",
+    "maxItems": 16,
+    "items": {
+        "type": "object",
+        "properties": {
+            "start": {
+                "type": ["number", "string"],
+                "minimum": 0,
+                "maximum": 86400,
+                "pattern": "^[0-9:.]{1,16}$",
+            },
+            "end": {
+                "type": ["number", "string"],
+                "minimum": 0,
+                "maximum": 86400,
+                "pattern": "^[0-9:.]{1,16}$",
+            },
+            "caption": {"type": "string", "pattern": '^[^\\x00-\\x1f"\\\\]{0,256}$'},
+        },
+        "required": ["start", "end", "caption"],
+    },
+}
+FAILING_XGRAMMAR = ("0.2.6", "0.2.7", "0.2.8")  # mlc-ai/xgrammar#863
+
+
+def shipped_schemas() -> dict[str, Any]:
+    return {name: g.json_schema for name, g in structured_output.catalog_grammars().items()}
+
+
+def test_the_shipped_structured_tasks_are_the_catalogs() -> None:
+    catalog = TaskCatalog.load()
+    structured = {n for n in catalog.names() if catalog.spec(n).json_schema is not None}
+    grammars = structured_output.catalog_grammars()
+    assert (
+        set(grammars)
+        == structured
+        == {
+            "trajectory",
+            "grounding_2d",
+            "temporal_localization",
+            "temporal_localization_mmss",
+            "timestamp_query",
+            "plausibility",
+        }
+    )
+    for name, grammar in grammars.items():
+        assert grammar.json_schema == catalog.spec(name).json_schema
+        assert grammar.reasoning == catalog.spec(name).reasoning and grammar.media == catalog.spec(name).media
+
+
+@pytest.mark.parametrize(
+    ("pattern", "bad"),
+    [
+        ("^[a]{0,256}$", True),
+        ("^a{129}$", True),
+        ("^a{129,}$", True),
+        ("x{1,2}y{0,300}", True),
+        ("^[a]{0,128}$", False),
+        ("^[a]{0,128}[a]{0,128}$", False),
+        (r"^\{0,999\}$", False),  # literal braces, no repeat
+        ("^[0-9:.]{1,16}$", False),
+    ],
+)
+def test_repeats_above_128_are_named(pattern: str, bad: bool) -> None:
+    problems = structured_output.schema_problems(
+        {"type": "object", "properties": {"a": {"pattern": pattern}}}
+    )
+    assert bool(problems) == bad
+    if bad:
+        assert "json_schema.properties.a.pattern" in problems[0] and "xgrammar 0.2.6-0.2.8" in problems[0]
+
+
+def test_a_schema_that_is_not_json_is_named() -> None:
+    import datetime
+
+    problems = structured_output.schema_problems(
+        {"enum": [datetime.date(2026, 12, 3)]}, "task x: json_schema"
+    )
+    assert problems == ["task x: json_schema: not JSON (Object of type date is not JSON serializable)"]
+    assert structured_output.schema_problems({"maximum": float("nan")})[0].startswith("json_schema: not JSON")
+
+
+def test_a_users_task_with_a_repeat_above_128_is_refused_when_the_catalog_loads(tmp_path: Path) -> None:
+    user = tmp_path / "tasks.yaml"
+    user.write_text(yaml.safe_dump({"tasks": {"temporal_localization": {"json_schema": OLD_SEGMENTS}}}))
+    with pytest.raises(
+        TaskError, match=r"task 'temporal_localization': json_schema\.items\.properties\.caption"
+    ):
+        TaskCatalog.load(user)
+    with pytest.raises(ValueError, match=r"task temporal_localization: json_schema.*\{0,256\}"):
+        structured_output.catalog_grammars(user)
+
+
+def test_request_fields_turn_thinking_off_only_for_requests_that_do_not_reason() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert structured_output.request_fields(schema, reasoning=True) == {
+        "structured_outputs": {"json": schema}
+    }
+    assert structured_output.request_fields(None, reasoning=False) == {
+        "chat_template_kwargs": {"enable_thinking": False}
+    }
+    fields = structured_output.request_fields(schema, reasoning=False)
+    fields["structured_outputs"]["json"]["type"] = "array"  # a copy: the catalog's schema stays
+    assert schema["type"] == "object"
+
+
+def test_a_probe_that_cannot_run_is_a_value_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="could not run"):
+        structured_output.compile_check({"a": {}}, tmp_path / "no-python")
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
+    fake.chmod(0o755)
+    with pytest.raises(ValueError, match=r"gave no report.*exit code 3.*boom"):
+        structured_output.compile_check({"a": {}}, fake)
+
+
+# ---- the compile check with every backend version (needs .venv-vllm and tools/setup_grammar_envs.py) ----
+
+
+def _pins() -> list[str]:
+    lines = (ROOT / "requirements-grammar.txt").read_text().splitlines()
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+def _backend_env(pin: str) -> tuple[str, dict[str, str]]:
+    reason = vllm_tier.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    name, version = pin.split("==")
+    where = BACKEND_DIR / f"{name}-{version}"
+    if not (where / ".cosmos-reasoner-stamp").exists():
+        pytest.skip(
+            f"{pin} is not set up in {where} (python tools/setup_grammar_envs.py; ./run test does it)"
+        )
+    return name, vllm_tier.clean_env({"PYTHONPATH": str(where)})
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> tuple[Path, int]:
+    reason = vllm_tier.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    checkpoint = vllm_tier.tiny_checkpoint("qwen3vl")
+    config = json.loads((checkpoint / "config.json").read_text())
+    return checkpoint, int(config["text_config"]["vocab_size"])
+
+
+@pytest.mark.grammar
+@pytest.mark.parametrize("pin", _pins())
+def test_every_task_schema_compiles_with_every_backend_version(pin: str, tokenizer: tuple[Path, int]) -> None:
+    backend, env = _backend_env(pin)
+    version = pin.split("==")[1]
+    schemas = {**shipped_schemas(), "old_segments": OLD_SEGMENTS}
+    report = structured_output.compile_check(
+        schemas,
+        vllm_tier.vllm_python(),
+        [backend],
+        tokenizer=tokenizer[0],
+        vocab_size=tokenizer[1],
+        env=env,
+    )
+    assert report.backends == {backend: version}, report  # the pinned version ran, not .venv-vllm's own
+    failed = {(f.task, f.whitespace) for f in report.failures}
+    shipped = [f.describe() for f in report.failures if f.task != "old_segments"]
+    assert not shipped, "\n".join(shipped)
+    # The check can fail: the schema that broke vLLM 0.29-0.34 fails exactly where it did, in both modes.
+    expected = {("old_segments", "free"), ("old_segments", "none")} if version in FAILING_XGRAMMAR else set()
+    if backend == "llguidance":
+        expected = set()
+    assert failed == expected, report
+    if expected:
+        assert all("per_rule_fsm_hashes" in f.error and f.stage == "compile" for f in report.failures)
+
+
+@pytest.mark.grammar
+def test_the_start_up_check_needs_no_tokenizer_and_names_the_task_and_backend() -> None:
+    """What the server (and a node with a backend) runs at start: the byte vocabulary, .venv-vllm's xgrammar
+    0.2.8 with vLLM's own front-end check: a user's schema that would fail in the engine is named."""
+    _backend_env("xgrammar==0.2.8")
+    user = copy.deepcopy(OLD_SEGMENTS)
+    env = vllm_tier.clean_env()
+    report = structured_output.compile_check(
+        {**shipped_schemas(), "my_segments": user},
+        vllm_tier.vllm_python(),
+        ["xgrammar"],
+        vllm_front_end=True,
+        env=env,
+    )
+    assert report.backends == {"xgrammar": "0.2.8"}
+    assert {f.task for f in report.failures} == {"my_segments"}
+    message = report.failures[0].describe()
+    assert message.startswith("task my_segments: its json_schema does not compile with xgrammar 0.2.8")
+    assert "per_rule_fsm_hashes" in message
+    # vLLM's front end refuses what xgrammar does not support (an HTTP 400 with backend xgrammar).
+    bad = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}}
+    report = structured_output.compile_check(
+        {"mine": bad}, vllm_tier.vllm_python(), ["xgrammar"], vllm_front_end=True, env=env
+    )
+    assert [f.stage for f in report.failures] == ["front_end", "front_end"]
