@@ -39,7 +39,7 @@ from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", bench_domain())
-# Fast DDS 2 (Jazzy) and 3 (Kilted) read the profile from different variables: both, unless already set.
+# Fast DDS 2 (Jazzy) and 3 (Kilted) read the profile from different variables: this one's, unless set.
 os.environ.update({k: os.environ.get(k, v) for k, v in fastdds_profile_env(SHM_PROFILE).items()})
 
 TOPIC = "/storm_cam/image_raw"

@@ -3,8 +3,9 @@ release robots run, and Kilted; Humble's Python 3.10 is the language floor).
 
 - `rclpy.init()` is a context manager only from Kilted on (Jazzy's returns None): `initialized()` is one for
   both.
-- Fast DDS reads its XML profile from `FASTRTPS_DEFAULT_PROFILES_FILE` up to 2.x (Jazzy, Humble) and from
-  `FASTDDS_DEFAULT_PROFILES_FILE` from 3.0 on (Kilted): `fastdds_profile_env()` names the file for both.
+- Fast DDS 2 (Jazzy, Humble) reads its XML profile from `FASTRTPS_DEFAULT_PROFILES_FILE` only; Fast DDS 3
+  (Kilted on) from `FASTDDS_DEFAULT_PROFILES_FILE`, and from the old name too with a deprecation warning in
+  every process: `fastdds_profile_env()` names the file in the variable this distribution reads.
 - An action server keeps a finished goal's result for `result_timeout` seconds: 10 s by default in Kilted,
   900 s in Jazzy; `RESULT_RETENTION_S` is passed explicitly so that both keep results alike.
 
@@ -13,28 +14,46 @@ Used by the ROS edge (node/) and the bag tools only; the core never imports it (
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "FASTDDS_PROFILE_VARIABLES",
     "RESULT_RETENTION_S",
+    "fast_dds_major",
     "fastdds_profile",
     "fastdds_profile_env",
     "initialized",
 ]
 
-# Fast DDS 3 (Kilted on) reads the first, Fast DDS 2 (Jazzy, Humble) the second; each ignores the other.
+# Fast DDS 3 (Kilted on) reads the first, Fast DDS 2 (Jazzy, Humble) only the second.
 FASTDDS_PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+_FAST_DDS_2_DISTROS = ("humble", "iron", "jazzy")
 
 RESULT_RETENTION_S = 10.0  # [s] a finished goal's result stays available to get_result (Kilted's default)
 
 
-def fastdds_profile_env(profile: Path | str) -> dict[str, str]:
-    """The environment variables that make any Fast DDS version read `profile`."""
-    return {name: str(profile) for name in FASTDDS_PROFILE_VARIABLES}
+def fast_dds_major(environ: Mapping[str, str] | None = None) -> int:
+    """2 or 3: the Fast DDS of this ROS 2 (ROS_DISTRO where a setup script set it, else the wheels')."""
+    distro = (os.environ if environ is None else environ).get("ROS_DISTRO", "")
+    if distro:
+        return 2 if distro in _FAST_DDS_2_DISTROS else 3
+    try:
+        metadata.version("ros-fastdds")  # Kilted's wheels; Jazzy's carry ros-fastrtps (2.14)
+    except metadata.PackageNotFoundError:
+        return 2
+    return 3
+
+
+def fastdds_profile_env(profile: Path | str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variable that makes this distribution's Fast DDS read `profile` (only that one: Fast
+    DDS 3 warns in every process about the old name)."""
+    name = FASTDDS_PROFILE_VARIABLES[0] if fast_dds_major(environ) == 3 else FASTDDS_PROFILE_VARIABLES[1]
+    return {name: str(profile)}
 
 
 def fastdds_profile(environ: Mapping[str, str]) -> str:

@@ -23,7 +23,7 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # Fast DDS reads its XML profile once per process, when the first participant appears: set here, the whole
 # session (and every process it starts) uses the shipped shared-memory profile, whichever test runs first,
 # as a robot's image publishers and reasoner_node should.
-# Fast DDS 2 (Jazzy) and 3 (Kilted) read the profile from different variables: both, unless already set.
+# Fast DDS 2 (Jazzy) and 3 (Kilted) read the profile from different variables: this one's, unless set.
 os.environ.update({k: os.environ.get(k, v) for k, v in fastdds_profile_env(SHM_PROFILE).items()})
 # Domain ids 1-80 only (81-100 are the benchmarks', see support.processes): higher ones put Fast DDS's ports
 # in Linux's ephemeral range (32768-60999), where any outgoing connection can take them. A new domain per

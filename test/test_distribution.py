@@ -10,7 +10,13 @@ from importlib import metadata
 import pytest
 from support.paths import ROOT
 
-from cosmos_reasoner_ros.ros_compat import FASTDDS_PROFILE_VARIABLES, fastdds_profile, initialized
+from cosmos_reasoner_ros.ros_compat import (
+    FASTDDS_PROFILE_VARIABLES,
+    fast_dds_major,
+    fastdds_profile,
+    fastdds_profile_env,
+    initialized,
+)
 
 RCLPY_MAJOR = {"jazzy": 7, "kilted": 9}  # ros-rclpy 7.1.6 (Jazzy), 9.1.2 (Kilted)
 DISTRO = os.environ.get("COSMOS_REASONER_DISTRO")
@@ -48,7 +54,7 @@ def test_initialized_is_a_context_manager_on_this_distribution() -> None:
     assert not second.ok()  # shut down on the way out of a failing block too
 
 
-def test_both_fast_dds_profile_variables_name_the_profile() -> None:
+def test_the_fast_dds_profile_goes_in_the_variable_the_distribution_reads() -> None:
     assert set(FASTDDS_PROFILE_VARIABLES) == {
         "FASTDDS_DEFAULT_PROFILES_FILE",
         "FASTRTPS_DEFAULT_PROFILES_FILE",
@@ -56,5 +62,11 @@ def test_both_fast_dds_profile_variables_name_the_profile() -> None:
     assert fastdds_profile({"FASTRTPS_DEFAULT_PROFILES_FILE": "/a.xml"}) == "/a.xml"
     assert fastdds_profile({"FASTDDS_DEFAULT_PROFILES_FILE": "/b.xml"}) == "/b.xml"
     assert fastdds_profile({}) == ""
-    for variable in FASTDDS_PROFILE_VARIABLES:  # the tests' own processes: conftest sets both
-        assert os.environ.get(variable, "").endswith("fastdds_shm.xml")
+    wanted = {"humble": "FASTRTPS", "jazzy": "FASTRTPS", "kilted": "FASTDDS", "lyrical": "FASTDDS"}
+    for distro, name in wanted.items():
+        got = fastdds_profile_env("/p.xml", {"ROS_DISTRO": distro})
+        assert got == {f"{name}_DEFAULT_PROFILES_FILE": "/p.xml"}, distro
+    if DISTRO is not None:  # the wheels of this environment, without a ROS_DISTRO (no setup script sourced)
+        assert fast_dds_major({}) == (2 if DISTRO == "jazzy" else 3)
+        variable = f"{wanted[DISTRO]}_DEFAULT_PROFILES_FILE"
+        assert os.environ.get(variable, "").endswith("fastdds_shm.xml")  # set by conftest

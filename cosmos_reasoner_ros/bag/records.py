@@ -87,6 +87,7 @@ class ResultRecord:
     task: str = ""
     instruction: str = ""
     trigger_s: float = 0.0  # [s] bag time of the trigger, from the bag's start
+    trigger_stamp_ns: int = 0  # the node's clock when it took the request (bag time under use_sim_time)
     stamp_ns: int = 0  # result header stamp (the clip's newest frame)
     clip_start_ns: int = 0
     clip_end_ns: int = 0
@@ -254,6 +255,7 @@ def record_from_msg(msg: Any, trigger_s: float = 0.0, bag: str = "", step: str =
         task=msg.task,
         instruction=msg.instruction,
         trigger_s=round(trigger_s, 6),
+        trigger_stamp_ns=_stamp_ns(msg.trigger_stamp),
         stamp_ns=_stamp_ns(msg.header.stamp),
         clip_start_ns=_stamp_ns(msg.clip_start),
         clip_end_ns=_stamp_ns(msg.clip_end),

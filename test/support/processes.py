@@ -31,7 +31,7 @@ def ros_env(**extra: str) -> dict[str, str]:
     (inherited), the shipped shared-memory Fast DDS profile, the repository and test/ importable, and no
     bootstrap mark of the ROS wheels (a child re-executes with its own library path)."""
     env = dict(os.environ)
-    env.update(fastdds_profile_env(SHM_PROFILE))  # Fast DDS 2 (Jazzy) and 3 (Kilted) read different names
+    env.update(fastdds_profile_env(SHM_PROFILE))  # the variable this Fast DDS reads
     env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
     paths = [str(ROOT), str(TEST_DIR), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
