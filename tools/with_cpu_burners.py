@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import time
 
 
-def burn() -> None:
-    while True:
-        pass
+def burn(parent: int) -> None:
+    """Spin until the parent is gone (killed, even by SIGKILL: its burners must not outlive it)."""
+    while os.getppid() == parent:
+        for _ in range(1_000_000):
+            pass
 
 
 def main() -> int:
@@ -29,7 +33,10 @@ def main() -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command or args.burners < 0:
         parser.error("give a command after --, and --burners >= 0")
-    burners = [multiprocessing.Process(target=burn, daemon=True) for _ in range(args.burners)]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally: below stops the burners
+    burners = [
+        multiprocessing.Process(target=burn, args=(os.getpid(),), daemon=True) for _ in range(args.burners)
+    ]
     for process in burners:
         process.start()
     start = time.monotonic()

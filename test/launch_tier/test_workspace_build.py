@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,16 +144,19 @@ def test_a_robot_workspace_builds_and_runs_from_its_install_space(tmp_path: Path
                     120.0,
                     "the node's server check",
                 )
-                goal = _bash(
-                    _in_workspace(
-                        ws,
-                        sourced
-                        + "ros2 action send_goal /reasoner_node/reason cosmos_reasoner_ros/action/Reason "
-                        "'{task: next_action}'",
-                    ),
-                    env,
-                    timeout_s=180,
+                # The node answers at once, with no_frames, until the camera's first frames have come (the
+                # camera process may start after the node on a busy machine): ask again until they have.
+                send_goal = _in_workspace(
+                    ws,
+                    sourced + "ros2 action send_goal /reasoner_node/reason "
+                    "cosmos_reasoner_ros/action/Reason '{task: next_action}'",
                 )
+                deadline = time.monotonic() + 300
+                while True:
+                    goal = _bash(send_goal, env, timeout_s=180)
+                    if "no_frames" not in goal.stdout or time.monotonic() > deadline:
+                        break
+                    time.sleep(1.0)
         finally:
             os.killpg(launch.pid, signal.SIGINT)
             try:

@@ -1304,6 +1304,7 @@ def test_a_users_schema_vllms_backend_refuses_stops_the_start(tmp_path: Path) ->
     fake = tmp_path / "fake-vllm"
     fake.write_text(f"#!{vllm_tier.vllm_python()} -S\n{FAKE_VLLM}")
     fake.chmod(0o755)
+    (tmp_path / "config.json").write_text("{}")  # the model directory (tmp_path) is a checkpoint
     user = tmp_path / "tasks.yaml"
     schema = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}, "required": ["n"]}
     user.write_text(yaml.safe_dump({"tasks": {"counting": {"template": "How many?", "json_schema": schema}}}))
