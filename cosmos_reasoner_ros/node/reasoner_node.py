@@ -140,6 +140,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 self.get_logger().error(
                     f"activate: server {cfg.server_url} not healthy within {cfg.activate_wait_for_server_s} s"
                 )
+                # The next activate starts a monitor of its own: this one, left running, outlived cleanup
+                # and the core it reports to, and a dead thread was then reused with a stale `healthy`.
+                self._stop_health()
                 return TransitionCallbackReturn.FAILURE
         self._create_inputs(cfg)
         self._active = True
@@ -158,9 +161,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         self._stop_inputs()
         if self._scheduler is not None:
             self._scheduler.shutdown(self.config.shutdown_timeout_s)
-        if self._health is not None:
-            self._health.stop()
-            self._health = None
+        self._stop_health()
         for buffer in self.buffers.values():
             buffer.clear()  # frames from before the pause would make the first clip after it a lie
         self.get_logger().info("deactivated: not accepting requests")
@@ -191,8 +192,15 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         elif isinstance(entity, Timer):
             self.destroy_timer(entity)
 
+    def _stop_health(self) -> None:
+        if self._health is not None:
+            self._health.stop()
+            self._health = None
+
     def _release(self) -> None:
-        """Everything configure built: the core (encoders, client), publishers."""
+        """Everything configure built: the core (encoders, client), publishers, and the health monitor that
+        used its client."""
+        self._stop_health()
         core: Core | None = self.__dict__.pop("core", None)
         if core is not None:
             core.close()
@@ -281,6 +289,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         if self._health is None:
 
             def on_change(healthy: bool, error: str) -> None:
+                core: Core | None = self.__dict__.get("core")
+                if core is None:  # released (cleanup, shutdown) while this monitor was still polling
+                    return
                 if healthy:
                     model = self._health.model if self._health else ""
                     outage = self._health.last_outage_s if self._health and self._health.outages else 0.0
@@ -289,8 +300,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                         f"server {self.config.server_url} is healthy{again} (model {model})"
                     )
                     # A (re)started server may be another vLLM: the video mode follows its version.
-                    line = self.core.adapt_to_server(self.client.server_version())
-                    refused = self.core.pipeline.request_settings.video_refusal
+                    line = core.adapt_to_server(core.client.server_version())
+                    refused = core.pipeline.request_settings.video_refusal
                     (self.get_logger().error if refused else self.get_logger().info)(line)
                 else:
                     self.get_logger().warning(f"server {self.config.server_url} is not reachable: {error}")
@@ -412,7 +423,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             refused = "; ".join(r for c in cameras if c in self.ingest and (r := self.ingest[c].refusals()))
             if refused:
                 outcome = dataclasses.replace(outcome, error=f"{outcome.error} ({refused})")
-        return self.outputs.prepare(outcome, self.get_clock().now().nanoseconds)
+        now_ns = self.get_clock().now().nanoseconds
+        outputs: ResultOutputs | None = self.__dict__.get("outputs")
+        if outputs is None:  # after cleanup (deactivate's wait timed out): only the goal's result is left
+            return outcome.published(now_ns)
+        return outputs.prepare(outcome, now_ns)
 
     def _deliver(self, job: Job, outcome: Outcome) -> None:
         """On the delivery thread, once per job: the result, then the extras of a success."""
