@@ -43,7 +43,7 @@ from cosmos_reasoner_ros.node.health import HealthMonitor
 from cosmos_reasoner_ros.node.ingest import CameraIngest
 from cosmos_reasoner_ros.node.intake import RequestIntake, instruction_from_cdr
 from cosmos_reasoner_ros.node.outputs import ResultOutputs
-from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config
+from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config, secret_problems
 from cosmos_reasoner_ros.node.reason_action import ReasonActionServer
 from cosmos_reasoner_ros.node.ros_conversion import (
     diagnostic_array,
@@ -81,6 +81,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         self._inputs: list[Any] = []  # subscriptions, service, timers created at activate
         self._config_error: ConfigError | None = None
         try:
+            self._refuse_secrets()
             self.config = cfg = read_config(self._declare)
         except Exception:
             Node.destroy_node(self)  # the half-built node must not outlive the failed start
@@ -100,6 +101,14 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             raise ConfigError("activation failed (see the log)")
 
     # ------------------------------------------------------------------------------------- configuration
+
+    def _refuse_secrets(self) -> None:
+        """Before any declaration (in both modes): a declared value goes out on /parameter_events at once.
+        rclpy keeps the overrides (params files, -p, parameter_overrides) resolved for this node's name."""
+        overrides = getattr(self, "_parameter_overrides", {})
+        problems = secret_problems({name: p.value for name, p in overrides.items()})
+        if problems:
+            raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
 
     def _declare(self, name: str, default: Any, doc: str) -> Any:
         # Floats accept integers too (`clip_seconds: 4` in YAML); every other type is checked by rclpy.

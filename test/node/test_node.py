@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -445,28 +447,104 @@ def test_main_exits_2_with_the_reason_on_bad_parameters(tmp_path: Path) -> None:
     assert "Traceback" not in output and "Error:" not in output.replace("ConfigError", "")
 
 
-def test_a_server_url_with_credentials_is_refused_and_its_secret_never_shown(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lifecycle", [False, True])
+def test_a_server_url_with_credentials_is_refused_and_its_secret_never_shown(
+    tmp_path: Path, lifecycle: bool
+) -> None:
     """Before: `http://user:password@host/v1` started; the password appeared in /diagnostics every second, the
-    log and `ros2 param dump`, and the server got Basic authentication instead of the API key as a bearer."""
+    log and `ros2 param dump`, and the server got Basic authentication instead of the API key as a bearer.
+    A managed node then waited for configure with the password readable by `ros2 param get`: now it refuses
+    at start too (exit 2)."""
+    name = f"creds_{'managed' if lifecycle else 'plain'}_{os.getpid()}"
     cmd = [
         sys.executable,
         "-m",
         "cosmos_reasoner_ros.node",
         "--ros-args",
+        "-r",
+        f"__node:={name}",
         "-p",
         "server_url:=http://robot:s3cr3t-pw@127.0.0.1:9/v1",
         "-p",
         f"media_dir:={tmp_path}",
+        "-p",
+        f"lifecycle:={str(lifecycle).lower()}",
     ]
     log_dir = tmp_path / "ros_log"
     env = ros_env(ROS_LOG_DIR=str(log_dir))
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
-    output = done.stdout + done.stderr
-    assert done.returncode == 2, output
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # Still up (a managed node waiting for configure): what the graph can read of it.
+        ros2 = shutil.which("ros2")
+        shown = subprocess.run(
+            [ros2 or "true", "param", "get", f"/{name}", "server_url"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        proc.kill()
+        output = proc.communicate()[0]
+        raise AssertionError(f"the node kept running; ros2 param get: {shown.stdout}{shown.stderr}") from None
+    assert proc.returncode == 2, output
     assert "server_url: must not contain credentials" in output and "<redacted>@127.0.0.1:9" in output
     assert "s3cr3t-pw" not in output and "Traceback" not in output
     logs = [p for p in log_dir.glob("**/*") if p.is_file()]
     assert logs and not any("s3cr3t-pw" in p.read_text(errors="replace") for p in logs)
+
+
+@pytest.mark.parametrize("given", ["parameter_overrides", "-p", "params file"])
+def test_a_server_url_with_credentials_never_reaches_parameter_events(tmp_path: Path, given: str) -> None:
+    """Declaring a parameter publishes its value on /parameter_events, to anyone on the graph and into any
+    `ros2 bag record -a`. Before, the node declared server_url and refused it only afterwards: the password
+    went out. A probe in the node's own process (matched before the node exists) reads every event raw."""
+    from rcl_interfaces.msg import ParameterEvent
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import qos_profile_parameter_events
+
+    secret = "s3cr3t-pw"
+    url = f"http://robot:{secret}@127.0.0.1:9/v1"
+    overrides = [Parameter("media_dir", value=str(tmp_path / "media"))]
+    args: list[str] | None = None
+    if given == "-p":
+        args = ["--ros-args", "-p", f"server_url:={url}"]
+    elif given == "params file":
+        params_file = tmp_path / "robot.yaml"
+        params_file.write_text(json.dumps({"/**": {"ros__parameters": {"server_url": url}}}))  # JSON is YAML
+        args = ["--ros-args", "--params-file", str(params_file)]
+    else:
+        overrides.append(Parameter("server_url", value=url))
+    context = Context()
+    rclpy.init(args=args, context=context)
+    try:
+        probe = rclpy.create_node("events_probe", context=context)
+        events: list[bytes] = []
+        probe.create_subscription(
+            ParameterEvent, "/parameter_events", events.append, qos_profile_parameter_events, raw=True
+        )
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(probe)
+        with pytest.raises(ConfigError, match="server_url: must not contain credentials") as refused:
+            ReasonerNode(parameter_overrides=overrides, context=context)
+        assert secret not in str(refused.value) and "<redacted>@127.0.0.1:9" in str(refused.value)
+        # The probe hears the node: rclpy's own use_sim_time is declared (and published) first of all.
+        deadline = time.monotonic() + 30.0
+        while not any(b"use_sim_time" in e and b"reasoner_node" in e for e in events):
+            assert time.monotonic() < deadline, (
+                f"no parameter event of the node in 30 s ({len(events)} others)"
+            )
+            executor.spin_once(timeout_sec=0.1)
+        # What one publisher wrote after it is delivered in order, in this process at once: take the rest.
+        count = -1
+        while count != len(events):
+            count = len(events)
+            executor.spin_once(timeout_sec=0.5)
+        assert not [e for e in events if secret.encode() in e], "the password went out on /parameter_events"
+        executor.shutdown()
+        probe.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
 
 
 def test_python_m_node_runs_and_stops_on_sigint(tmp_path: Path) -> None:
