@@ -9,7 +9,8 @@ them in its order and ends when the last has ended (each is on ~/result as soon 
 
 The server lives as long as the node, across lifecycle transitions: goals are accepted only while the node is
 active (`accepting()`), and every accepted goal's result stays available to get_result for the action
-server's retention (rclpy's result_timeout) also after deactivate, cleanup or shutdown.
+server's retention (rclpy's result_timeout, RESULT_RETENTION_S of the node's clock) also after deactivate,
+cleanup or shutdown.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class ReasonActionServer:
             goal_service_qos_profile=qos,
             result_service_qos_profile=qos,
             cancel_service_qos_profile=qos,
-            result_timeout=int(RESULT_RETENTION_S),  # Jazzy's default keeps every result 900 s
+            result_timeout=int(RESULT_RETENTION_S),  # 900 s on every distribution (Kilted's default is 10 s)
         )
 
     def _on_goal(self, _goal: Any) -> GoalResponse:
