@@ -35,7 +35,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
-from support.node_harness import base_params  # noqa: E402
+from support.node_harness import base_params, goal_summary  # noqa: E402
 from support.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 from cosmos_reasoner_ros.node.reasoner_node import ConfigError, ReasonerNode  # noqa: E402
@@ -97,7 +97,7 @@ def test_service_and_action_publish_trajectories_and_boxes_in_camera_pixels(
         handle = h.send_goal(goal, feedback)
         res_future = handle.get_result_async()
         res = wait_until(lambda: res_future.result() if res_future.done() else None, 30.0, "goal result")
-        assert res.status == GoalStatus.STATUS_SUCCEEDED
+        assert res.status == GoalStatus.STATUS_SUCCEEDED, goal_summary(res)
         boxes = res.result.result.boxes
         assert len(boxes) == 1 and boxes[0].label == "cup"
         b = boxes[0]
@@ -121,7 +121,7 @@ def test_compressed_camera_without_stamps(tmp_path: Path, harness_factory: Any) 
         h.wait_frames(3)
         before_ns = h.node.get_clock().now().nanoseconds
         result = h.result_for(h.trigger_id())
-        assert result.success, result.error
+        assert result.success, (result.error_kind, result.error)
         assert result.header.frame_id == "cam_jpeg"  # from the images, no override
         # Unstamped frames take the receive time: the clip ends within the last seconds, not at 0.
         assert 0 < before_ns - time_to_ns(result.clip_end) < 5 * 10**9
@@ -140,7 +140,7 @@ def test_action_feedback_in_stage_order_and_cancel(tmp_path: Path, harness_facto
         handle = h.send_goal(Reason.Goal(), feedback)
         res_future = handle.get_result_async()
         res = wait_until(lambda: res_future.result() if res_future.done() else None, 60.0, "goal result")
-        assert res.status == GoalStatus.STATUS_SUCCEEDED
+        assert res.status == GoalStatus.STATUS_SUCCEEDED, goal_summary(res)
         assert res.result.result.answer == "move left"
         stages = [f.stage for f in feedback]
         assert stages == sorted(stages), stages
@@ -159,7 +159,7 @@ def test_action_feedback_in_stage_order_and_cancel(tmp_path: Path, harness_facto
         wait_until(lambda: cancel_future.done(), 10.0, "cancel response")
         res_future = handle.get_result_async()
         res = wait_until(lambda: res_future.result() if res_future.done() else None, 10.0, "cancelled result")
-        assert res.status == GoalStatus.STATUS_CANCELED
+        assert res.status == GoalStatus.STATUS_CANCELED, goal_summary(res)
         assert res.result.result.error_kind == "cancelled" and not res.result.result.success
         request_id = res.result.result.request_id
         h.result_for(request_id)
@@ -173,12 +173,14 @@ def test_action_feedback_in_stage_order_and_cancel(tmp_path: Path, harness_facto
             handle = h.send_goal(goal, [])
             res_future = handle.get_result_async()
             res = wait_until(lambda f=res_future: f.result() if f.done() else None, 10.0, f"{kind} result")
-            assert res.status == GoalStatus.STATUS_ABORTED and res.result.result.error_kind == kind
+            assert res.status == GoalStatus.STATUS_ABORTED and res.result.result.error_kind == kind, (
+                goal_summary(res)
+            )
         res_future = first.get_result_async()
         res = wait_until(
             lambda: res_future.result() if res_future.done() else None, 60.0, "first goal result"
         )
-        assert res.status == GoalStatus.STATUS_SUCCEEDED
+        assert res.status == GoalStatus.STATUS_SUCCEEDED, goal_summary(res)
 
 
 @pytest.mark.parametrize("encoding", ["16UC1", "32FC1"])
@@ -206,7 +208,7 @@ def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory
         wait_until(lambda: "front" in h.node.outputs.camera_info, 20.0, "camera info")
         response = h.call_trigger()
         result = h.result_for(response.message)
-        assert result.success, result.error
+        assert result.success, (result.error_kind, result.error)
         path = h.paths.wait_for(lambda items: items[-1] if items else None, 10.0, "3D path")
         assert path.header.frame_id == "front_optical"
         assert path.header.stamp == result.header.stamp  # the clip's last frame

@@ -23,6 +23,7 @@ from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from support.node_harness import goal_summary  # noqa: E402
 
 from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode  # noqa: E402
 from cosmos_reasoner_ros.requests import Job, RequestSpec  # noqa: E402
@@ -159,7 +160,8 @@ def test_every_accepted_goal_gets_its_result_through_deactivate_cleanup_and_shut
     probe.wait_ready()
     wait_until(lambda: probe.frames_buffered() > 2, 30, "frames after activate")
     finished = _send(probe, probe.Reason.Goal(task="next_action"))
-    assert finished.accepted and _ask_result(probe, finished).status == GoalStatus.STATUS_SUCCEEDED
+    first = _ask_result(probe, finished)
+    assert finished.accepted and first.status == GoalStatus.STATUS_SUCCEEDED, goal_summary(first)
 
     server.default = ScriptedReply(text="late", delay_s=30.0)  # the storm's goals stay in flight
     futures = [probe.action.send_goal_async(probe.Reason.Goal(task="next_action")) for _ in range(40)]
@@ -175,18 +177,22 @@ def test_every_accepted_goal_gets_its_result_through_deactivate_cleanup_and_shut
     results = [wait_until(lambda f=f: f.result() if f.done() else None, 60, "a goal's result") for f in asked]
     forgotten = [i for i, r in enumerate(results) if r.status == GoalStatus.STATUS_UNKNOWN]
     assert not forgotten, f"results forgotten (status UNKNOWN) of goals {forgotten} of {len(results)}"
-    assert results[0].status == GoalStatus.STATUS_SUCCEEDED
+    assert results[0].status == GoalStatus.STATUS_SUCCEEDED, goal_summary(results[0])
     ended = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED}
-    assert all(r.status in ended and r.result.results for r in results[1:]), [r.status for r in results]
+    assert all(r.status in ended and r.result.results for r in results[1:]), [
+        goal_summary(r) for r in results
+    ]
     assert {r.result.result.error_kind for r in results[1:]} <= {"", "cancelled", "busy"}
     # Nothing is accepted while inactive: a goal is refused at once instead of hanging.
     assert not _send(probe, probe.Reason.Goal(task="next_action")).accepted
 
     assert lc.set(Transition.TRANSITION_CLEANUP) and lc.state() == "unconfigured"
-    assert _ask_result(probe, accepted[0]).status in ended  # still there after cleanup
+    after_cleanup = _ask_result(probe, accepted[0])
+    assert after_cleanup.status in ended, goal_summary(after_cleanup)  # still there after cleanup
 
     assert lc.set(Transition.TRANSITION_UNCONFIGURED_SHUTDOWN) and lc.state() == "finalized"
-    assert _ask_result(probe, accepted[-1]).status in ended  # and after shutdown
+    after_shutdown = _ask_result(probe, accepted[-1])
+    assert after_shutdown.status in ended, goal_summary(after_shutdown)  # and after shutdown
     assert not _send(probe, probe.Reason.Goal(task="next_action")).accepted
     assert not lc.serves(f"/{name}/trigger")
     code, _took = node.stop()

@@ -116,6 +116,13 @@ class Harness:
         self.thread.join(10)
 
 
+def goal_summary(res: Any) -> str:
+    """A goal's result for an assertion message: its status, and its result's error kind and error (why a
+    goal that should have succeeded did not, on the run that failed)."""
+    result = res.result.result
+    return f"status {res.status}, error_kind {result.error_kind!r}, error {result.error[:300]!r}"
+
+
 def base_params(server_url: str, media_dir: Path, **extra: Any) -> dict[str, Any]:
     params: dict[str, Any] = {
         "cameras": ["front"],
