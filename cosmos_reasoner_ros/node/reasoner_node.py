@@ -5,12 +5,13 @@ the parameters and builds the core, `activate` starts subscriptions, triggers, t
 server), `deactivate` stops accepting requests and ends those in flight with their results, `cleanup` and
 `shutdown` release everything. Otherwise it configures and activates itself at start (the default).
 
-The wiring only: parameters (parameters.py), a trigger's requests (request_intake.py), admission, deadlines
-and workers (scheduler.py), the request itself (pipeline.py), the checks before publishing (result_checks.py),
-health (health.py) and diagnostics (diagnostics.py) live in their own ROS-free modules. Image callbacks only
-decimate, convert and buffer; service, action and timer callbacks only enqueue; every request ends in exactly
-one ReasonerResult, published on the scheduler's delivery thread, also at shutdown. A trigger may ask several
-tasks of one clip (one request, and one result, each).
+The wiring only: parameters (node/parameters.py), a trigger's requests (node/intake.py, with
+requests/groups.py and requests/checks.py), admission, deadlines and workers (requests/scheduler.py), the
+request itself (requests/pipeline.py), the checks before publishing (requests/result_checks.py), health
+(node/health.py) and diagnostics (node/diagnostics.py) live in their own ROS-free modules. Image callbacks
+only decimate, convert and buffer; service, action and timer callbacks only enqueue; every request ends in
+exactly one ReasonerResult, published on the scheduler's delivery thread, also at shutdown. A trigger may ask
+several tasks of one clip (one request, and one result, each).
 """
 
 from __future__ import annotations
@@ -374,7 +375,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         if self._action is None:  # one for the node's life: results outlive deactivate and cleanup
             self._action = ReasonActionServer(
                 self,
-                lambda *args, **kwargs: self.intake.new_group(*args, **kwargs),
+                lambda tasks, settings: self.intake.new_group(tasks, settings),
                 lambda group, progress, done: self.intake.submit(group, progress, done)[0],
                 lambda job: self.scheduler.cancel(job),
                 lambda outcome: result_msg(outcome, self._frame_id(outcome)),
