@@ -89,8 +89,6 @@ def test_every_result_carries_its_timing_and_age_and_an_old_one_is_stale_and_not
         published = time_to_ns(stale.clip_end) + round(stale.age_s * NS)
         assert stamps[3] <= published <= after  # age: from the clip's end to publication
         assert stale.reasoning_requested and stale.clip_id == stale.request_id
-        time.sleep(1.0)
-        assert not h.next_actions.items and not h.paths.items and not h.markers.items
 
         res = goal_result(h, Reason.Goal(instruction="pick up the cup", max_result_age_s=-1.0), [])
         assert res.status == GoalStatus.STATUS_SUCCEEDED, goal_summary(res)
@@ -103,6 +101,9 @@ def test_every_result_carries_its_timing_and_age_and_an_old_one_is_stale_and_not
         markers = h.markers.wait_for(lambda items: items[-1] if items else None, 10.0, "markers")
         assert all(m.header.stamp == fresh.clip_end for m in markers.markers)
         h.next_actions.wait_for(lambda items: items, 10.0, "next_action")
+        # One publisher per topic delivers in order: a next_action, path or markers of the stale answer
+        # would have come before these of the fresh one.
+        assert len(h.next_actions.items) == len(h.paths.items) == len(h.markers.items) == 1
 
         res = goal_result(h, Reason.Goal(instruction="pick up the cup", max_result_age_s=10.0), [])
         assert res.status == GoalStatus.STATUS_SUCCEEDED and res.result.result.max_age_s == 10.0, (
@@ -135,12 +136,12 @@ def test_deadlines_cancel_at_the_server_and_end_as_timeouts_with_the_time_left_i
             "timeout",
         ) and "deadline of 0.5 s" in result.error
         assert result.answer.startswith("<think>") or result.answer  # what had streamed is kept
-        assert 0.5 <= took < 3.0
+        assert took >= 0.5  # not before the deadline; how soon after is time_left_s's and the kind's to show
         left = [f.time_left_s for f in feedback]
         assert left and all(0.0 <= t <= 0.5 for t in left) and left == sorted(left, reverse=True)
         assert {f.task for f in feedback} == {"next_action"} and feedback[0].request_id == result.request_id
         wait_until(lambda: server.disconnects >= 1, 5.0, "the stream closed at the server")
-        time.sleep(0.3)
+        h.flush_results()  # a duplicate would have arrived before this marker's result
         assert len(h.results_for(result.request_id)) == 1
 
         rid = h.trigger_id()
@@ -255,11 +256,12 @@ def test_geometric_checks_gate_the_trajectory_and_markers(tmp_path: Path, harnes
         box = res.result.result
         assert box.success and not box.checks_passed and checks(box) == {"boxes_in_image": (False, 0.5)}
 
-        time.sleep(0.5)
-        assert not h.paths.items and not h.markers.items  # nothing published for the three above
-        assert len(h.next_actions.items) == 3  # they were successes all the same
         clean = h.result_for(h.trigger_id())
         assert clean.checks_passed and all(c.passed for c in clean.checks)
         assert checks(clean)["depth_coverage"] == (True, 1.0)
         h.paths.wait_for(lambda items: items, 10.0, "the clean answer's 3D path")
         h.markers.wait_for(lambda items: items, 10.0, "its markers")
+        h.next_actions.wait_for(lambda items: len(items) >= 4, 10.0, "four next_actions")
+        # One publisher per topic delivers in order: a path or markers of the three above would have come
+        # before the clean answer's; they were successes all the same (a next_action each).
+        assert len(h.paths.items) == len(h.markers.items) == 1 and len(h.next_actions.items) == 4

@@ -114,6 +114,19 @@ class Harness:
         assert handle.accepted
         return handle
 
+    def flush_results(self, timeout_s: float = 60.0) -> str:
+        """Return once every ~/result the node published before now has arrived (a duplicate included): one
+        more goal, refused at once (an unknown camera), and its ~/result, which the node's one publisher
+        sends after all the earlier ones. Its request id."""
+        handle = self.send_goal(Reason.Goal(cameras=["no_such_camera"]), [])
+        answer = handle.get_result_async()
+        result = wait_until(
+            lambda: answer.result() if answer.done() else None, timeout_s, "the marker's result"
+        )
+        request_id = str(result.result.result.request_id)
+        self.result_for(request_id, timeout_s)
+        return request_id
+
     def close(self) -> None:
         if self.closed:
             return
