@@ -25,6 +25,7 @@ from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from support.node_harness import goal_summary  # noqa: E402
 
+from cosmos_reasoner_ros.launch_config import NODE_SIGTERM_TIMEOUT_S  # noqa: E402
 from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode  # noqa: E402
 from cosmos_reasoner_ros.requests import Job, RequestSpec  # noqa: E402
 
@@ -134,7 +135,7 @@ def test_every_transition_and_what_is_active_in_each_state(managed: Any) -> None
     assert lc.set(Transition.TRANSITION_UNCONFIGURED_SHUTDOWN) and lc.state() == "finalized"
     assert node.proc.poll() is None  # the process stays up until it is told to exit, as managed nodes do
     code, took = node.stop()
-    assert code == 0 and took < 5, node.output()[-2000:]
+    assert code == 0 and took < NODE_SIGTERM_TIMEOUT_S, node.output()[-2000:]  # before launch's SIGTERM
 
 
 def _ask_result(probe: Probe, handle: Any, timeout_s: float = 30.0) -> Any:
