@@ -7,7 +7,9 @@ release robots run, and Kilted; Humble's Python 3.10 is the language floor).
   (Kilted on) from `FASTDDS_DEFAULT_PROFILES_FILE`, and from the old name too with a deprecation warning in
   every process: `fastdds_profile_env()` names the file in the variable this distribution reads.
 - An action server keeps a finished goal's result for `result_timeout` seconds: 10 s by default in Kilted,
-  900 s in Jazzy; `RESULT_RETENTION_S` is passed explicitly so that both keep results alike.
+  900 s in Jazzy; `RESULT_RETENTION_S` (Jazzy's 900 s; a result is small) is passed explicitly so that both
+  keep results alike. rclpy counts it on the node's clock: bag time under `use_sim_time` (a lock-step replay
+  whose clock stands still keeps results meanwhile; at `--rate 4` 900 s of bag time pass in 225 s).
 
 Used by the ROS edge (node/) and the bag tools only; the core never imports it (import-linter's contract).
 """
@@ -34,7 +36,9 @@ __all__ = [
 FASTDDS_PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
 _FAST_DDS_2_DISTROS = ("humble", "iron", "jazzy")
 
-RESULT_RETENTION_S = 10.0  # [s] a finished goal's result stays available to get_result (Kilted's default)
+# [s] of the node's clock: how long a finished goal's result stays available to get_result (Jazzy's default; a
+# planner may ask for it long after the goal ended, e.g. across a deactivate/cleanup cycle on a loaded robot)
+RESULT_RETENTION_S = 900.0
 
 
 def fast_dds_major(environ: Mapping[str, str] | None = None) -> int:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from support import vllm_tier
 from support.paths import ROBOT_CLIP, SHARED_MEDIA, SHM_PROFILE
-from support.processes import TEST_DOMAINS
+from support.processes import TEST_DOMAINS, reserved_domain
 
 from cosmos_reasoner_ros.bag.files.make import source_frames
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
@@ -28,7 +28,8 @@ os.environ.update({k: os.environ.get(k, v) for k, v in fastdds_profile_env(SHM_P
 # Domain ids 1-80 only (81-100 are the benchmarks', see support.processes): higher ones put Fast DDS's ports
 # in Linux's ephemeral range (32768-60999), where any outgoing connection can take them. A new domain per
 # test module: with localhost discovery, peers only try a few participant indices, so participants left
-# alive by one module could hide a new process from another.
+# alive by one module could hide a new process from another. A domain no other session on the machine holds
+# (support.processes.reserved_domain): sessions side by side answered each other's requests.
 _DOMAINS = itertools.count(os.getpid() % TEST_DOMAINS)
 
 
@@ -36,9 +37,9 @@ _DOMAINS = itertools.count(os.getpid() % TEST_DOMAINS)
 def ros_domain() -> Iterator[str]:
     """This module's ROS_DOMAIN_ID (inherited by the processes its tests start)."""
     previous = os.environ.get("ROS_DOMAIN_ID")
-    domain = str(1 + next(_DOMAINS) % TEST_DOMAINS)
-    os.environ["ROS_DOMAIN_ID"] = domain
-    yield domain
+    with reserved_domain(next(_DOMAINS)) as domain:
+        os.environ["ROS_DOMAIN_ID"] = domain
+        yield domain
     if previous is None:
         os.environ.pop("ROS_DOMAIN_ID", None)
     else:

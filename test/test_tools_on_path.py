@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ("cosmos-reasoner-bag", "cosmos-reasoner-server", "cosmos-reasoner-parse")
+TOOLS = ("reasoner_node", "cosmos-reasoner-bag", "cosmos-reasoner-server", "cosmos-reasoner-parse")
 
 
 @pytest.mark.skipif(
@@ -23,11 +23,3 @@ def test_tools_answer_by_their_names(tool: str) -> None:
     assert found is not None and Path(found).resolve() == (ROOT / "scripts" / tool).resolve()
     done = subprocess.run([tool, "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-500:]
-
-
-@pytest.mark.skipif(
-    "COSMOS_REASONER_ROOT" not in os.environ, reason="needs the environment of ./run (run it with ./run exec)"
-)
-def test_reasoner_node_is_on_the_path() -> None:
-    found = shutil.which("reasoner_node")
-    assert found is not None and Path(found).resolve() == (ROOT / "scripts" / "reasoner_node").resolve()

@@ -5,11 +5,14 @@ the node's diagnostics as an outage of that length."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 __all__ = ["HealthMonitor"]
+
+_log = logging.getLogger(__name__)
 
 
 class HealthMonitor:
@@ -70,7 +73,10 @@ class HealthMonitor:
             self._down_since = None
         self.healthy, self.error = healthy, error
         if changed and self._on_change is not None:
-            self._on_change(healthy, error)
+            try:
+                self._on_change(healthy, error)
+            except Exception:  # a failing report must not end the watch (diagnostics would freeze)
+                _log.exception("health: reporting the change failed")
 
     def unreachable_for_s(self) -> float:
         """[s] since the server was first seen unreachable in this outage; 0 while healthy."""

@@ -17,6 +17,16 @@ from cosmos_reasoner_ros.node.diagnostics import CameraStats, ProblemLog
 
 __all__ = ["CameraIngest"]
 
+_KINDS = ("too large", "bad stamp", "not colour", "undecodable")  # in the order a refusal message lists them
+
+
+def _kind(exc: FrameError) -> str:
+    if isinstance(exc, FrameTooLarge):
+        return "too large"
+    if isinstance(exc, ImplausibleStamp):
+        return "bad stamp"
+    return "not colour" if isinstance(exc, NonColourImage) else "undecodable"
+
 
 class CameraIngest:
     """Call with each image message and its receive time; `frame_id` is the override or the images' own."""
@@ -44,16 +54,29 @@ class CameraIngest:
         self.frame_id = frame_id
         self._pre_encoder, self._pre_encoding = pre_encoder, pre_encoding
         self.stats = CameraStats()
+        # Refusals since the camera's last buffered frame, by kind, and the newest reason: what a request
+        # without frames is told. The cumulative counts (stats) would blame bad frames of an hour ago on a
+        # camera that has simply stopped. A plain dict: copied whole (atomically) by the reader.
+        self._refused: dict[str, int] = {}
+        self._last_refusal = ""
 
     def refusals(self) -> str:
-        """What this camera's refused frames were, by kind, with the newest reason ("" when none was)."""
-        s = self.stats
-        if not s.invalid:
+        """What this camera's frames refused since its last buffered one were, by kind, with the newest reason
+        ("" when none was refused since)."""
+        refused = dict(self._refused)  # the camera's callback may add to it meanwhile
+        total = sum(refused.values())
+        if not total:
             return ""
-        kinds = {"too large": s.too_large, "bad stamp": s.bad_stamp, "not colour": s.not_colour}
-        other = s.invalid - sum(kinds.values())
-        listed = ", ".join(f"{k} {n}" for k, n in (*kinds.items(), ("undecodable", other)) if n)
-        return f"camera {self.camera}: {s.invalid} frame(s) refused ({listed}); last: {s.last_error[:200]}"
+        listed = ", ".join(f"{k} {n}" for k in _KINDS if (n := refused.get(k, 0)))
+        since = " since its last buffered frame" if self.stats.added else ""
+        last = self._last_refusal[:200]
+        return f"camera {self.camera}: {total} frame(s) refused{since} ({listed}); last: {last}"
+
+    def _refuse(self, kind: str, error: str) -> None:
+        self.stats.invalid += 1
+        self.stats.last_error = error
+        self._refused[kind] = self._refused.get(kind, 0) + 1
+        self._last_refusal = error
 
     def __call__(self, msg: Any, receive_ns: int) -> None:
         stats = self.stats
@@ -72,23 +95,22 @@ class CameraIngest:
                 stats.dropped += 1
                 return
             stats.added += 1
+            self._refused.clear()
             if self._pre_encoder is not None and self._pre_encoding():
                 self._pre_encoder.submit(kept)
             self.frame_id = self.frame_id or frame_id
         except FrameError as exc:
-            stats.invalid += 1
             stats.too_large += isinstance(exc, FrameTooLarge)
             stats.bad_stamp += isinstance(exc, ImplausibleStamp)
             stats.not_colour += isinstance(exc, NonColourImage)
-            stats.last_error = str(exc)
+            self._refuse(_kind(exc), str(exc))
             # Numbers vary between frames of one problem (sizes, stamps): one key per kind of message.
             key = re.sub(r"\d+", "#", str(exc))
             self._problems.report(
                 f"frame:{self.camera}:{key}", f"camera {self.camera}: dropped a frame: {exc}"
             )
         except Exception as exc:  # a bug must not stop the camera stream
-            stats.invalid += 1
-            stats.last_error = f"{type(exc).__name__}: {exc}"
+            self._refuse("undecodable", f"{type(exc).__name__}: {exc}")
             self._problems.report(
                 f"frame-bug:{self.camera}:{type(exc).__name__}", f"camera {self.camera}: {exc!r}"
             )

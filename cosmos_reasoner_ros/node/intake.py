@@ -1,5 +1,5 @@
 """From a trigger to admitted requests, without ROS: the node's defaults (task, instruction, trigger settings,
-age limit) filled in, ids given, the group checked (request_checks.py), then handed to the scheduler, which
+age limit) filled in, ids given, the group checked (requests/checks.py), then handed to the scheduler, which
 never blocks. Also the standing instruction (`~/instruction`) and whether frames are worth pre-encoding now.
 
 The node passes its clock and name; the ROS callbacks (service, timer, action, topic) call in here.
@@ -7,6 +7,7 @@ The node passes its clock and name; the ROS callbacks (service, timer, action, t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import threading
@@ -19,6 +20,7 @@ from cosmos_reasoner_ros.node.parameters import NodeConfig
 from cosmos_reasoner_ros.reasoner import TaskCatalog
 from cosmos_reasoner_ros.requests import (
     MAX_NAME_CHARS,
+    GroupSettings,
     Job,
     Outcome,
     ProgressCallback,
@@ -89,68 +91,45 @@ class RequestIntake:
                 self._instruction = text
         return problem
 
-    def new_group(
-        self,
-        tasks: tuple[str, ...] = (),
-        instruction: str = "",
-        step: str = "",
-        cameras: tuple[str, ...] = (),
-        clip_seconds: float = 0.0,
-        *,
-        instructions: tuple[str, ...] = (),
-        deadline_s: float = 0.0,
-        reasoning: bool = True,
-        max_result_age_s: float = 0.0,
-        explicit_instruction: bool = False,
-    ) -> RequestGroup:
+    def new_group(self, tasks: tuple[str, ...] = (), settings: GroupSettings | None = None) -> RequestGroup:
         """The requests of one trigger or goal about one clip: one per task (empty: the default task), sharing
-        the cameras, window, trigger time, deadline and a clip id. max_result_age_s: 0 the node's parameter,
-        negative no limit. One task takes the instruction as before; several share it among those tasks that
-        take one (or each gets its own from `instructions`)."""
+        the cameras, window, trigger time, deadline and a clip id. The node's defaults fill in what `settings`
+        leave open: no instruction takes the standing one; max_result_age_s 0 takes the node's parameter,
+        negative is no limit."""
         cfg = self.config
         base_id = f"{self._name}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
         trigger_time, trigger_ns = time.monotonic(), self._now_ns()  # one for the whole clip
+        s = settings or GroupSettings()
         # Too large to look at (a goal of 100,000 tasks, a name of a megabyte): one refused request, built
         # from bounded prefixes, before anything else is made of it.
-        too_large = size_problem(tasks, instructions, cameras, (instruction, step), cfg.max_instruction_chars)
+        too_large = size_problem(
+            tasks, s.instructions, s.cameras, (s.instruction, s.step), cfg.max_instruction_chars
+        )
         if too_large:
             first = build_group(
                 self.catalog,
                 base_id,
                 ((tasks[0] if tasks else cfg.task)[:MAX_NAME_CHARS],),
-                instruction[: cfg.max_instruction_chars],
+                GroupSettings(instruction=s.instruction[: cfg.max_instruction_chars]),
                 trigger_time=trigger_time,
                 trigger_ns=trigger_ns,
             )
             return RequestGroup(first.specs, first.explicit_instruction, too_large)
-        default_instruction = self.instruction
-        if max_result_age_s == 0:
-            max_result_age_s = cfg.max_result_age_s
-        elif max_result_age_s < 0:
-            max_result_age_s = 0.0  # this goal wants no limit
+        if s.max_result_age_s == 0:
+            s = dataclasses.replace(s, max_result_age_s=cfg.max_result_age_s)
+        elif s.max_result_age_s < 0:
+            s = dataclasses.replace(s, max_result_age_s=0.0)  # this goal wants no limit
+        if not s.instruction:
+            s = dataclasses.replace(s, instruction=self.instruction)
         return build_group(
-            self.catalog,
-            base_id,
-            tasks or (cfg.task,),
-            instruction or default_instruction,
-            step=step,
-            cameras=cameras,
-            clip_seconds=clip_seconds,
-            instructions=instructions,
-            deadline_s=deadline_s,
-            reasoning=reasoning,
-            max_result_age_s=max_result_age_s,
-            explicit_instruction=explicit_instruction,
-            trigger_time=trigger_time,
-            trigger_ns=trigger_ns,
+            self.catalog, base_id, tasks or (cfg.task,), s, trigger_time=trigger_time, trigger_ns=trigger_ns
         )
 
     def trigger_group(self) -> RequestGroup:
         """The requests of a ~/trigger call or a timer tick: trigger_tasks with the trigger_* settings."""
         cfg = self.config
-        return self.new_group(
-            cfg.trigger_task_names(), deadline_s=cfg.trigger_deadline_s, reasoning=cfg.trigger_reasoning
-        )
+        settings = GroupSettings(deadline_s=cfg.trigger_deadline_s, reasoning=cfg.trigger_reasoning)
+        return self.new_group(cfg.trigger_task_names(), settings)
 
     def submit(
         self,

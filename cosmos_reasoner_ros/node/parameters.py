@@ -26,6 +26,7 @@ __all__ = [
     "ConfigError",
     "NodeConfig",
     "read_config",
+    "secret_problems",
     "split_tasks",
     "validate",
 ]
@@ -291,6 +292,15 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 assert set(RANGES) | set(_CHOICES) <= {f.name for f in fields(NodeConfig)}
+
+
+def secret_problems(overrides: dict[str, Any]) -> list[str]:
+    """What must be refused before any parameter is declared, from the overrides (parameter name -> value):
+    declaring publishes the value on /parameter_events (to anyone on the graph, and into any
+    `ros2 bag record -a`), and a managed node left unconfigured keeps it readable by `ros2 param get`."""
+    url = overrides.get("server_url")
+    problem = credentials_problem("server_url", url) if isinstance(url, str) else ""
+    return [problem] if problem else []
 
 
 def read_config(declare: Callable[[str, Any, str], Any]) -> NodeConfig:

@@ -9,7 +9,8 @@ them in its order and ends when the last has ended (each is on ~/result as soon 
 
 The server lives as long as the node, across lifecycle transitions: goals are accepted only while the node is
 active (`accepting()`), and every accepted goal's result stays available to get_result for the action
-server's retention (rclpy's result_timeout) also after deactivate, cleanup or shutdown.
+server's retention (rclpy's result_timeout, RESULT_RETENTION_S of the node's clock) also after deactivate,
+cleanup or shutdown.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rclpy.task import Future
 
 from cosmos_reasoner_ros.action import Reason
 from cosmos_reasoner_ros.msg import ReasonerResult
-from cosmos_reasoner_ros.requests import STAGES, Job, Outcome, ProgressCallback, RequestGroup
+from cosmos_reasoner_ros.requests import STAGES, GroupSettings, Job, Outcome, ProgressCallback, RequestGroup
 from cosmos_reasoner_ros.ros_compat import RESULT_RETENTION_S
 
 __all__ = ["ReasonActionServer"]
@@ -36,14 +37,14 @@ Submit = Callable[[RequestGroup, ProgressCallback, Callable[[tuple[Outcome, ...]
 
 
 class ReasonActionServer:
-    """Wires Reason goals to the node: `new_group(tasks, instruction, ..., **settings)` makes the requests of
-    one trigger (the node's new_group), `submit` queues them (never blocks), `cancel(job)` stops them,
+    """Wires Reason goals to the node: `new_group(tasks, settings)` makes the requests of one trigger (the
+    node's new_group), `submit` queues them (never blocks), `cancel(job)` stops them,
     `result_msg(outcome)` is each result."""
 
     def __init__(
         self,
         node: Node,
-        new_group: Callable[..., RequestGroup],
+        new_group: Callable[[tuple[str, ...], GroupSettings], RequestGroup],
         submit: Submit,
         cancel: Callable[[Job], None],
         result_msg: Callable[[Outcome], ReasonerResult],
@@ -70,7 +71,7 @@ class ReasonActionServer:
             goal_service_qos_profile=qos,
             result_service_qos_profile=qos,
             cancel_service_qos_profile=qos,
-            result_timeout=int(RESULT_RETENTION_S),  # Jazzy's default keeps every result 900 s
+            result_timeout=int(RESULT_RETENTION_S),  # 900 s on every distribution (Kilted's default is 10 s)
         )
 
     def _on_goal(self, _goal: Any) -> GoalResponse:
@@ -85,18 +86,18 @@ class ReasonActionServer:
             problem = "set task or tasks, not both"
         else:
             names, problem = tuple(goal.tasks) or ((goal.task,) if goal.task else ()), ""
-        group = self._new_group(
-            names,
-            goal.instruction,
-            goal.step,
-            tuple(goal.cameras),
-            float(goal.clip_seconds),
+        settings = GroupSettings(
+            instruction=goal.instruction,
+            step=goal.step,
+            cameras=tuple(goal.cameras),
+            clip_seconds=float(goal.clip_seconds),
             instructions=tuple(goal.instructions),
             deadline_s=float(goal.deadline_s),
             reasoning=not goal.reasoning_off,
             max_result_age_s=float(goal.max_result_age_s),
             explicit_instruction=bool(goal.instruction),
         )
+        group = self._new_group(names, settings)
         return RequestGroup(group.specs, group.explicit_instruction, problem or group.problem)
 
     def destroy(self) -> None:

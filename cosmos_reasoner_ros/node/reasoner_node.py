@@ -5,12 +5,13 @@ the parameters and builds the core, `activate` starts subscriptions, triggers, t
 server), `deactivate` stops accepting requests and ends those in flight with their results, `cleanup` and
 `shutdown` release everything. Otherwise it configures and activates itself at start (the default).
 
-The wiring only: parameters (parameters.py), a trigger's requests (request_intake.py), admission, deadlines
-and workers (scheduler.py), the request itself (pipeline.py), the checks before publishing (result_checks.py),
-health (health.py) and diagnostics (diagnostics.py) live in their own ROS-free modules. Image callbacks only
-decimate, convert and buffer; service, action and timer callbacks only enqueue; every request ends in exactly
-one ReasonerResult, published on the scheduler's delivery thread, also at shutdown. A trigger may ask several
-tasks of one clip (one request, and one result, each).
+The wiring only: parameters (node/parameters.py), a trigger's requests (node/intake.py, with
+requests/groups.py and requests/checks.py), admission, deadlines and workers (requests/scheduler.py), the
+request itself (requests/pipeline.py), the checks before publishing (requests/result_checks.py), health
+(node/health.py) and diagnostics (node/diagnostics.py) live in their own ROS-free modules. Image callbacks
+only decimate, convert and buffer; service, action and timer callbacks only enqueue; every request ends in
+exactly one ReasonerResult, published on the scheduler's delivery thread, also at shutdown. A trigger may ask
+several tasks of one clip (one request, and one result, each).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from cosmos_reasoner_ros.node.health import HealthMonitor
 from cosmos_reasoner_ros.node.ingest import CameraIngest
 from cosmos_reasoner_ros.node.intake import RequestIntake, instruction_from_cdr
 from cosmos_reasoner_ros.node.outputs import ResultOutputs
-from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config
+from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config, secret_problems
 from cosmos_reasoner_ros.node.reason_action import ReasonActionServer
 from cosmos_reasoner_ros.node.ros_conversion import (
     diagnostic_array,
@@ -81,6 +82,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         self._inputs: list[Any] = []  # subscriptions, service, timers created at activate
         self._config_error: ConfigError | None = None
         try:
+            self._refuse_secrets()
             self.config = cfg = read_config(self._declare)
         except Exception:
             Node.destroy_node(self)  # the half-built node must not outlive the failed start
@@ -100,6 +102,14 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             raise ConfigError("activation failed (see the log)")
 
     # ------------------------------------------------------------------------------------- configuration
+
+    def _refuse_secrets(self) -> None:
+        """Before any declaration (in both modes): a declared value goes out on /parameter_events at once.
+        rclpy keeps the overrides (params files, -p, parameter_overrides) resolved for this node's name."""
+        overrides = getattr(self, "_parameter_overrides", {})
+        problems = secret_problems({name: p.value for name, p in overrides.items()})
+        if problems:
+            raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
 
     def _declare(self, name: str, default: Any, doc: str) -> Any:
         # Floats accept integers too (`clip_seconds: 4` in YAML); every other type is checked by rclpy.
@@ -140,6 +150,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 self.get_logger().error(
                     f"activate: server {cfg.server_url} not healthy within {cfg.activate_wait_for_server_s} s"
                 )
+                # The next activate starts a monitor of its own: this one, left running, outlived cleanup
+                # and the core it reports to, and a dead thread was then reused with a stale `healthy`.
+                self._stop_health()
                 return TransitionCallbackReturn.FAILURE
         self._create_inputs(cfg)
         self._active = True
@@ -158,9 +171,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         self._stop_inputs()
         if self._scheduler is not None:
             self._scheduler.shutdown(self.config.shutdown_timeout_s)
-        if self._health is not None:
-            self._health.stop()
-            self._health = None
+        self._stop_health()
         for buffer in self.buffers.values():
             buffer.clear()  # frames from before the pause would make the first clip after it a lie
         self.get_logger().info("deactivated: not accepting requests")
@@ -191,8 +202,15 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         elif isinstance(entity, Timer):
             self.destroy_timer(entity)
 
+    def _stop_health(self) -> None:
+        if self._health is not None:
+            self._health.stop()
+            self._health = None
+
     def _release(self) -> None:
-        """Everything configure built: the core (encoders, client), publishers."""
+        """Everything configure built: the core (encoders, client), publishers, and the health monitor that
+        used its client."""
+        self._stop_health()
         core: Core | None = self.__dict__.pop("core", None)
         if core is not None:
             core.close()
@@ -281,6 +299,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         if self._health is None:
 
             def on_change(healthy: bool, error: str) -> None:
+                core: Core | None = self.__dict__.get("core")
+                if core is None:  # released (cleanup, shutdown) while this monitor was still polling
+                    return
                 if healthy:
                     model = self._health.model if self._health else ""
                     outage = self._health.last_outage_s if self._health and self._health.outages else 0.0
@@ -289,8 +310,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                         f"server {self.config.server_url} is healthy{again} (model {model})"
                     )
                     # A (re)started server may be another vLLM: the video mode follows its version.
-                    line = self.core.adapt_to_server(self.client.server_version())
-                    refused = self.core.pipeline.request_settings.video_refusal
+                    line = core.adapt_to_server(core.client.server_version())
+                    refused = core.pipeline.request_settings.video_refusal
                     (self.get_logger().error if refused else self.get_logger().info)(line)
                 else:
                     self.get_logger().warning(f"server {self.config.server_url} is not reachable: {error}")
@@ -354,7 +375,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         if self._action is None:  # one for the node's life: results outlive deactivate and cleanup
             self._action = ReasonActionServer(
                 self,
-                lambda *args, **kwargs: self.intake.new_group(*args, **kwargs),
+                lambda tasks, settings: self.intake.new_group(tasks, settings),
                 lambda group, progress, done: self.intake.submit(group, progress, done)[0],
                 lambda job: self.scheduler.cancel(job),
                 lambda outcome: result_msg(outcome, self._frame_id(outcome)),
@@ -412,7 +433,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             refused = "; ".join(r for c in cameras if c in self.ingest and (r := self.ingest[c].refusals()))
             if refused:
                 outcome = dataclasses.replace(outcome, error=f"{outcome.error} ({refused})")
-        return self.outputs.prepare(outcome, self.get_clock().now().nanoseconds)
+        now_ns = self.get_clock().now().nanoseconds
+        outputs: ResultOutputs | None = self.__dict__.get("outputs")
+        if outputs is None:  # after cleanup (deactivate's wait timed out): only the goal's result is left
+            return outcome.published(now_ns)
+        return outputs.prepare(outcome, now_ns)
 
     def _deliver(self, job: Job, outcome: Outcome) -> None:
         """On the delivery thread, once per job: the result, then the extras of a success."""

@@ -11,7 +11,12 @@ from cosmos_reasoner_ros.requests.checks import (
     request_problem,
     size_problem,
 )
-from cosmos_reasoner_ros.requests.groups import MAX_TASKS_PER_CLIP, RequestGroup, build_group
+from cosmos_reasoner_ros.requests.groups import (
+    MAX_TASKS_PER_CLIP,
+    GroupSettings,
+    RequestGroup,
+    build_group,
+)
 from cosmos_reasoner_ros.requests.outcome import (
     STAGES,
     Cancel,
@@ -43,6 +48,7 @@ __all__ = [
     "Cancel",
     "Check",
     "ClipSummary",
+    "GroupSettings",
     "Job",
     "Outcome",
     "Pipeline",

@@ -11,9 +11,25 @@ from dataclasses import dataclass
 from cosmos_reasoner_ros.reasoner import TaskCatalog
 from cosmos_reasoner_ros.requests.outcome import RequestSpec
 
-__all__ = ["MAX_TASKS_PER_CLIP", "RequestGroup", "build_group"]
+__all__ = ["MAX_TASKS_PER_CLIP", "GroupSettings", "RequestGroup", "build_group"]
 
 MAX_TASKS_PER_CLIP = 8  # tasks asked of one clip at most (a goal's tasks, trigger_tasks): one thread each
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """What a trigger or goal asks of its clip beside the task names: the one place a new goal field is added
+    (the node's intake fills in its defaults; build_group gives it to every request of the group)."""
+
+    instruction: str = ""
+    step: str = ""
+    cameras: tuple[str, ...] = ()
+    clip_seconds: float = 0.0  # 0: the node's default
+    instructions: tuple[str, ...] = ()  # one per task, instead of instruction
+    deadline_s: float = 0.0  # 0: none
+    reasoning: bool = True
+    max_result_age_s: float = 0.0
+    explicit_instruction: bool = False  # the caller gave the instruction itself (not the standing one)
 
 
 @dataclass(frozen=True)
@@ -30,22 +46,16 @@ def build_group(
     catalog: TaskCatalog,
     base_id: str,
     names: tuple[str, ...],
-    instruction: str,
+    settings: GroupSettings = GroupSettings(),
     *,
-    step: str = "",
-    cameras: tuple[str, ...] = (),
-    clip_seconds: float = 0.0,
-    instructions: tuple[str, ...] = (),
-    deadline_s: float = 0.0,
-    reasoning: bool = True,
-    max_result_age_s: float = 0.0,
-    explicit_instruction: bool = False,
     trigger_time: float = 0.0,
     trigger_ns: int = 0,
 ) -> RequestGroup:
     """One task takes the instruction as before; several share it among those tasks that take one (or each
     gets its own from `instructions`). Request ids: `base_id` (one task) or `base_id-<n>`; clip id: base_id.
     """
+    instruction, instructions = settings.instruction, settings.instructions
+    explicit_instruction = settings.explicit_instruction
     problem = ""
     if instructions and len(instructions) != len(names):
         problem = f"{len(instructions)} instructions for {len(names)} tasks (one per task, or none)"
@@ -68,15 +78,15 @@ def build_group(
                 request_id=base_id if len(names) == 1 else f"{base_id}-{i + 1}",
                 task=name,
                 instruction=text,
-                step=step,
-                cameras=cameras,
-                clip_seconds=clip_seconds,
+                step=settings.step,
+                cameras=settings.cameras,
+                clip_seconds=settings.clip_seconds,
                 trigger_time=trigger_time,
                 trigger_ns=trigger_ns,
                 clip_id=base_id,
-                reasoning=reasoning,
-                deadline_s=deadline_s,
-                max_result_age_s=max_result_age_s,
+                reasoning=settings.reasoning,
+                deadline_s=settings.deadline_s,
+                max_result_age_s=settings.max_result_age_s,
             )
         )
         explicit.append(given)

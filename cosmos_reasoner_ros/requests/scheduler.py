@@ -145,6 +145,12 @@ class RequestScheduler:
         self._closed = False
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reasoner-worker")
         self._deliveries: queue.SimpleQueue[tuple[Job, Outcome] | None] = queue.SimpleQueue()
+        # Set (under the lock) when the delivery thread has read shutdown's stop mark: from then on whoever
+        # queues an outcome hands it over itself, once the lock is released (_deliver_inline).
+        self._delivery_done = False
+        # One hand-over at a time once several threads may deliver (the thread's drain and late submitters):
+        # a job's on_done must see its outcomes complete exactly once. Reentrant: a deliver() may submit.
+        self._handing_over = threading.RLock()
         self._undelivered = 0  # queued for delivery and not yet handed over
         self._counts: collections.Counter[str] = collections.Counter()
         self._delivery_thread = threading.Thread(
@@ -190,7 +196,7 @@ class RequestScheduler:
                 self._finish_all_locked(rejected[0], rejected[1])
                 if rejected[0] is job:
                     admission = Admission(False, str(rejected[1]))
-        self._deliver_after_shutdown()
+        self._deliver_inline()
         return admission
 
     def fail(self, job: Job, error: ReasonerError) -> None:
@@ -198,7 +204,7 @@ class RequestScheduler:
         with self._lock:
             self._counts["submitted"] += 1
             self._finish_all_locked(job, error)
-        self._deliver_after_shutdown()
+        self._deliver_inline()
 
     def cancel(self, job: Job) -> None:
         """Cancel a job: a waiting one ends at once, a running one is asked to stop (its cancel event)."""
@@ -208,6 +214,7 @@ class RequestScheduler:
             if g is not None and g.pending is job:
                 g.pending = None
                 self._finish_all_locked(job, RequestCancelled("cancelled while waiting"))
+        self._deliver_inline()
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -273,6 +280,7 @@ class RequestScheduler:
             self._deliveries.put(None)  # after everything queued above
         # Publishing what was just cancelled takes milliseconds: a short grace beyond timeout_s for it.
         self._delivery_thread.join(max(0.0, deadline - time.monotonic()) + _DELIVERY_GRACE_S)
+        self._deliver_inline()
         return not self._delivery_thread.is_alive()
 
     # -- internals -----------------------------------------------------------------------------------------
@@ -285,6 +293,7 @@ class RequestScheduler:
         def report(outcome: Outcome) -> None:  # an early outcome (a quick task of several): delivered now
             with self._lock:
                 self._finish_locked(job, outcome)
+            self._deliver_inline()
 
         outcomes: Sequence[Outcome] = ()
         failure: ReasonerError | None = None
@@ -307,6 +316,7 @@ class RequestScheduler:
             # A request execute() gave no outcome for (a bug) still gets one.
             self._finish_all_locked(job, failure or ReasonerError("the request ended without an outcome"))
             self._idle.notify_all()
+        self._deliver_inline()
 
     def _finish_locked(self, job: Job, outcome: Outcome) -> None:
         """Queue one request's outcome for delivery, unless that request already has one."""
@@ -367,27 +377,41 @@ class RequestScheduler:
                         job, DeadlineExceeded(f"{error}; the request did not stop within the grace")
                     )
 
-    def _deliver_after_shutdown(self) -> None:
-        """Once the delivery thread has ended, outcomes are delivered by the caller (a late trigger still gets
-        its one result)."""
-        if self._closed and not self._delivery_thread.is_alive():
-            while True:
-                try:
-                    item = self._deliveries.get_nowait()
-                except queue.Empty:
-                    return
-                if item is not None:
-                    self._hand_over(*item)
+    def _deliver_inline(self) -> None:
+        """Once the delivery thread has read its stop mark, outcomes are delivered by whoever queued them,
+        after releasing the lock (a trigger during or after shutdown still gets its one result). Whether the
+        flag was seen set or not, nothing is left behind: an outcome queued while it was unset was queued
+        before the thread set it (both under the lock), and the thread drains the queue after setting it."""
+        if self._delivery_done:
+            self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._deliveries.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                self._hand_over(*item)
 
     def _delivery_loop(self) -> None:
         while True:
             item = self._deliveries.get()
             if item is None:
+                # Outcomes queued behind the stop mark (a trigger during shutdown, or after shutdown's wait
+                # timed out while a delivery was slow) are this thread's to deliver; later ones the caller's.
+                with self._lock:
+                    self._delivery_done = True
+                self._drain()
                 return
             self._hand_over(*item)
             del item  # not held (with its outcome's frame) while waiting for the next one
 
     def _hand_over(self, job: Job, outcome: Outcome) -> None:
+        with self._handing_over:
+            self._hand_over_one(job, outcome)
+
+    def _hand_over_one(self, job: Job, outcome: Outcome) -> None:
         if self._finalize is not None:
             try:
                 outcome = self._finalize(job, outcome)

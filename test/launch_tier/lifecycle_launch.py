@@ -22,6 +22,7 @@ import launch_testing
 import launch_testing.actions
 import launch_testing.asserts
 from cosmos_reasoner_ros.msg import ReasonerResult
+from diagnostic_msgs.msg import DiagnosticArray
 from launch import LaunchDescription
 from launch.actions import ExecuteProcess, IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
@@ -97,6 +98,14 @@ class TestTransitions(launch_tools.ProbeCase):
         self.spin_until(lambda: self.node.count_publishers(f"{NODE}/result") > 0, 20, "the result publisher")
         self.assertFalse(self.serves_trigger())
 
+        buffered: list[int] = []  # the node's frames_buffered, from its /diagnostics (published while active)
+
+        def on_diagnostics(msg: DiagnosticArray) -> None:
+            for status in msg.status:
+                if " camera " in status.name:
+                    buffered.append(int({kv.key: kv.value for kv in status.values}.get("frames_buffered", 0)))
+
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
         lifecycle("set", NODE, "activate")
         self.assertEqual(self.state(), "active")
         results: list[ReasonerResult] = []
@@ -104,13 +113,16 @@ class TestTransitions(launch_tools.ProbeCase):
         self.node.create_subscription(ReasonerResult, f"{NODE}/result", results.append, qos)
         client = self.node.create_client(Trigger, f"{NODE}/trigger")
         self.assertTrue(client.wait_for_service(timeout_sec=30))
-        time.sleep(3.0)  # frames from the camera at the activated subscription
+        # Frames at the activated subscription (on a busy machine the camera may start after the node).
+        self.spin_until(lambda: bool(buffered) and buffered[-1] > 2, 60, "frames buffered by the node")
         future = client.call_async(Trigger.Request())
         self.spin_until(future.done, 30, "the trigger reply")
         request_id = future.result().message.split()[0]
         self.spin_until(
             lambda: any(r.request_id == request_id for r in results), 60, "the result while active"
         )
+        result = next(r for r in results if r.request_id == request_id)
+        self.assertTrue(result.success, (result.error_kind, result.error))
 
         lifecycle("set", NODE, "deactivate")
         self.assertEqual(self.state(), "inactive")

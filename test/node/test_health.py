@@ -52,3 +52,19 @@ def test_an_outage_of_a_server_that_was_up_is_counted_and_timed() -> None:
     now[0] = 117.0
     monitor.poll()
     assert monitor.healthy and monitor.outages == 1 and monitor.last_outage_s == 7.0
+
+
+def test_a_failing_report_does_not_end_the_watch() -> None:
+    """A report that raised killed the thread (diagnostics then froze at the last state)."""
+    answers = itertools.cycle([True, False])
+    reports: list[bool] = []
+
+    def on_change(healthy: bool, _error: str) -> None:
+        reports.append(healthy)
+        raise AttributeError("'ReasonerNode' object has no attribute 'core'")
+
+    monitor = HealthMonitor(lambda: next(answers), lambda: "m", 0.01, on_change)
+    monitor.start()
+    wait_until(lambda: len(reports) >= 3, 10, "three reports from one thread")
+    assert monitor._thread is not None and monitor._thread.is_alive()
+    monitor.stop(2.0)

@@ -16,7 +16,7 @@ from support.processes import wait_until
 rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 from action_msgs.msg import GoalStatus  # noqa: E402
 from cosmos_reasoner_ros.action import Reason  # noqa: E402
-from support.node_harness import Harness, base_params  # noqa: E402
+from support.node_harness import Harness, base_params, goal_summary  # noqa: E402
 from support.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 from cosmos_reasoner_ros.node.ros_conversion import time_to_ns  # noqa: E402
@@ -89,11 +89,9 @@ def test_every_result_carries_its_timing_and_age_and_an_old_one_is_stale_and_not
         published = time_to_ns(stale.clip_end) + round(stale.age_s * NS)
         assert stamps[3] <= published <= after  # age: from the clip's end to publication
         assert stale.reasoning_requested and stale.clip_id == stale.request_id
-        time.sleep(1.0)
-        assert not h.next_actions.items and not h.paths.items and not h.markers.items
 
         res = goal_result(h, Reason.Goal(instruction="pick up the cup", max_result_age_s=-1.0), [])
-        assert res.status == GoalStatus.STATUS_SUCCEEDED
+        assert res.status == GoalStatus.STATUS_SUCCEEDED, goal_summary(res)
         fresh = res.result.result
         assert fresh.success and fresh.max_age_s == 0.0 and fresh.age_s > 1.2
         assert [c.name for c in fresh.checks] == ["points_in_image", "depth_coverage", "max_step"]
@@ -103,9 +101,14 @@ def test_every_result_carries_its_timing_and_age_and_an_old_one_is_stale_and_not
         markers = h.markers.wait_for(lambda items: items[-1] if items else None, 10.0, "markers")
         assert all(m.header.stamp == fresh.clip_end for m in markers.markers)
         h.next_actions.wait_for(lambda items: items, 10.0, "next_action")
+        # One publisher per topic delivers in order: a next_action, path or markers of the stale answer
+        # would have come before these of the fresh one.
+        assert len(h.next_actions.items) == len(h.paths.items) == len(h.markers.items) == 1
 
         res = goal_result(h, Reason.Goal(instruction="pick up the cup", max_result_age_s=10.0), [])
-        assert res.status == GoalStatus.STATUS_SUCCEEDED and res.result.result.max_age_s == 10.0
+        assert res.status == GoalStatus.STATUS_SUCCEEDED and res.result.result.max_age_s == 10.0, (
+            goal_summary(res)
+        )
 
 
 def test_deadlines_cancel_at_the_server_and_end_as_timeouts_with_the_time_left_in_feedback(
@@ -126,19 +129,19 @@ def test_deadlines_cancel_at_the_server_and_end_as_timeouts_with_the_time_left_i
         t0 = time.monotonic()
         res = goal_result(h, Reason.Goal(deadline_s=0.5), feedback)
         took = time.monotonic() - t0
-        assert res.status == GoalStatus.STATUS_ABORTED
+        assert res.status == GoalStatus.STATUS_ABORTED, goal_summary(res)
         result = res.result.result
         assert (result.success, result.error_kind) == (
             False,
             "timeout",
         ) and "deadline of 0.5 s" in result.error
         assert result.answer.startswith("<think>") or result.answer  # what had streamed is kept
-        assert 0.5 <= took < 3.0
+        assert took >= 0.5  # not before the deadline; how soon after is time_left_s's and the kind's to show
         left = [f.time_left_s for f in feedback]
         assert left and all(0.0 <= t <= 0.5 for t in left) and left == sorted(left, reverse=True)
         assert {f.task for f in feedback} == {"next_action"} and feedback[0].request_id == result.request_id
         wait_until(lambda: server.disconnects >= 1, 5.0, "the stream closed at the server")
-        time.sleep(0.3)
+        h.flush_results()  # a duplicate would have arrived before this marker's result
         assert len(h.results_for(result.request_id)) == 1
 
         rid = h.trigger_id()
@@ -151,7 +154,7 @@ def test_deadlines_cancel_at_the_server_and_end_as_timeouts_with_the_time_left_i
 
         feedback = []
         res = goal_result(h, Reason.Goal(reasoning_off=True), feedback)
-        assert res.status == GoalStatus.STATUS_SUCCEEDED
+        assert res.status == GoalStatus.STATUS_SUCCEEDED, goal_summary(res)
         assert {f.time_left_s for f in feedback} == {-1.0}
         assert request_texts(server)[-1] == "What can be the next immediate action?"
         assert server.requests[-1]["temperature"] == 0.7  # the plain profile
@@ -180,7 +183,7 @@ def test_several_tasks_about_one_clip_one_result_each_sharing_the_clip(
         feedback: list[Any] = []
         goal = Reason.Goal(tasks=["next_action", "caption", "trajectory"], instruction="pick up the cup")
         res = goal_result(h, goal, feedback)
-        assert res.status == GoalStatus.STATUS_SUCCEEDED
+        assert res.status == GoalStatus.STATUS_SUCCEEDED, goal_summary(res)
         results = res.result.results
         assert [r.task for r in results] == ["next_action", "caption", "trajectory"]
         assert res.result.result == results[0]
@@ -213,7 +216,7 @@ def test_several_tasks_about_one_clip_one_result_each_sharing_the_clip(
             (Reason.Goal(deadline_s=float("nan")), "deadline_s"),
         ]:
             res = goal_result(h, bad, [])
-            assert res.status == GoalStatus.STATUS_ABORTED
+            assert res.status == GoalStatus.STATUS_ABORTED, goal_summary(res)
             assert {r.error_kind for r in res.result.results} == {"invalid_request"}, message
             assert message in res.result.result.error
 
@@ -239,7 +242,7 @@ def test_geometric_checks_gate_the_trajectory_and_markers(tmp_path: Path, harnes
             return {c.name: (c.passed, round(c.value, 3)) for c in result.checks}
 
         off = h.result_for(h.trigger_id())
-        assert off.success and not off.checks_passed
+        assert off.success and not off.checks_passed, (off.error_kind, off.error)
         assert checks(off)["points_in_image"] == (False, 0.667) and checks(off)["depth_coverage"][0]
         assert "points [1]" in next(c.detail for c in off.checks if c.name == "points_in_image")
 
@@ -253,11 +256,12 @@ def test_geometric_checks_gate_the_trajectory_and_markers(tmp_path: Path, harnes
         box = res.result.result
         assert box.success and not box.checks_passed and checks(box) == {"boxes_in_image": (False, 0.5)}
 
-        time.sleep(0.5)
-        assert not h.paths.items and not h.markers.items  # nothing published for the three above
-        assert len(h.next_actions.items) == 3  # they were successes all the same
         clean = h.result_for(h.trigger_id())
         assert clean.checks_passed and all(c.passed for c in clean.checks)
         assert checks(clean)["depth_coverage"] == (True, 1.0)
         h.paths.wait_for(lambda items: items, 10.0, "the clean answer's 3D path")
         h.markers.wait_for(lambda items: items, 10.0, "its markers")
+        h.next_actions.wait_for(lambda items: len(items) >= 4, 10.0, "four next_actions")
+        # One publisher per topic delivers in order: a path or markers of the three above would have come
+        # before the clean answer's; they were successes all the same (a next_action each).
+        assert len(h.paths.items) == len(h.markers.items) == 1 and len(h.next_actions.items) == 4

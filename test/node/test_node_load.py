@@ -18,6 +18,8 @@ from support.load import NodeRun, Probe, media_usage, node_process, sequence_gap
 from support.processes import wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
+from cosmos_reasoner_ros.launch_config import NODE_SIGTERM_TIMEOUT_S
+
 pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -97,8 +99,10 @@ def test_a_shutdown_signal_publishes_the_results_of_requests_in_flight(running: 
     request_id = reply.message.split()[0]
     assert server.wait_requests(1, 20.0), "the request never reached the server"
     code, took = node.stop(signum)
-    assert code == 0 and took < 5.0, (code, took, node.output()[-2000:])
-    wait_until(lambda: probe.results[request_id], 5.0, "the cancelled result")
+    # Within what ros2 launch gives the node before SIGTERM (the request is held 30 s by the server: a node
+    # that waited for it would not make it); 5 s was missed by 0.15 s beside two CPU burners, exit 0.
+    assert code == 0 and took < NODE_SIGTERM_TIMEOUT_S, (code, took, node.output()[-2000:])
+    wait_until(lambda: probe.results[request_id], 30.0, "the cancelled result")
     assert probe.kinds[request_id] == "cancelled" and probe.results[request_id] == 1
     assert "context is invalid" not in node.output() and "Traceback" not in node.output()
 
@@ -157,7 +161,7 @@ def test_a_goal_of_100000_tasks_is_refused_at_once_while_a_trigger_beside_it_is_
     handle = wait_until(lambda: after.result() if after.done() else None, 30, "the next goal's acceptance")
     answer = handle.get_result_async()
     wait_until(lambda: answer.result() if answer.done() else None, 30, "the next goal's result")
-    time.sleep(0.5)  # a duplicate would arrive by now
+    probe.flush_results()  # a duplicate would have arrived before this marker's result
     assert probe.results[refused.request_id] == 1
     assert node.proc.poll() is None
 

@@ -16,6 +16,7 @@ from cosmos_reasoner_ros.node.parameters import (
     PARAMETERS,
     RANGES,
     CameraConfig,
+    secret_problems,
     validate,
 )
 
@@ -93,3 +94,11 @@ def test_trigger_tasks_and_publish_checks() -> None:
         assert len(problems) == 1 and problems[0].startswith("publish_checks: names from points_in_image")
     assert any(p.startswith("min_depth_fraction:") for p in validate(default_config(min_depth_fraction=1.5)))
     assert any(p.startswith("max_step_m:") for p in validate(default_config(max_step_m=0.0)))
+
+
+def test_secrets_are_found_in_the_overrides_before_anything_is_declared() -> None:
+    assert secret_problems({}) == []
+    assert secret_problems({"server_url": "http://127.0.0.1:8000/v1", "task": "x"}) == []
+    assert secret_problems({"server_url": 8000}) == []  # a wrong type is validate's to name
+    (problem,) = secret_problems({"server_url": "https://u:p@ss@host/v1"})
+    assert problem.startswith("server_url: must not contain credentials") and "p@ss" not in problem

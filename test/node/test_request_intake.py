@@ -13,6 +13,7 @@ from support.processes import wait_until
 from cosmos_reasoner_ros.node.intake import RequestIntake
 from cosmos_reasoner_ros.node.parameters import NodeConfig
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
+from cosmos_reasoner_ros.requests.groups import GroupSettings
 from cosmos_reasoner_ros.requests.outcome import Outcome
 from cosmos_reasoner_ros.requests.scheduler import Job, RequestScheduler
 
@@ -67,7 +68,8 @@ def test_a_refused_instruction_keeps_the_old_one() -> None:
     assert desk.set_instruction("open the drawer") == ""
     assert desk.new_group().specs[0].instruction == "open the drawer"
     assert (
-        desk.new_group(instruction="wipe the table").specs[0].instruction == "wipe the table"
+        desk.new_group(settings=GroupSettings(instruction="wipe the table")).specs[0].instruction
+        == "wipe the table"
     )  # a goal's own
     assert rec.scheduler.shutdown(1.0)
 
@@ -75,7 +77,7 @@ def test_a_refused_instruction_keeps_the_old_one() -> None:
 def test_a_request_that_cannot_run_gets_its_reason_and_one_result() -> None:
     rec = Recorder()
     desk = intake(default_config(), rec)
-    job, refused = desk.submit(desk.new_group(cameras=("no_such_camera",)))
+    job, refused = desk.submit(desk.new_group(settings=GroupSettings(cameras=("no_such_camera",))))
     assert "no_such_camera" in refused
     wait_until(lambda: rec.delivered, 5, "the refusal's outcome")
     job_ok, accepted = desk.submit(desk.new_group())
@@ -104,16 +106,16 @@ def test_a_goal_too_large_is_one_refused_request_built_from_bounded_prefixes() -
     is made of it: one request, one outcome, an error that quotes at most a bounded prefix."""
     rec = Recorder()
     desk = intake(default_config(max_instruction_chars=2000), rec)
-    cases = {
-        "tasks": dict(tasks=("next_action",) * 100_000),
-        "task name": dict(tasks=("n" * 1_000_000,)),
-        "instructions": dict(tasks=("custom", "custom"), instructions=("x",) * 100_000),
-        "cameras": dict(cameras=("front",) * 100_000),
-        "camera name": dict(cameras=("c" * 1_000_000,)),
-        "step": dict(tasks=("assisted_next_action",), step="s" * 1_000_000),
+    cases: dict[str, tuple[tuple[str, ...], GroupSettings]] = {
+        "tasks": (("next_action",) * 100_000, GroupSettings()),
+        "task name": (("n" * 1_000_000,), GroupSettings()),
+        "instructions": (("custom", "custom"), GroupSettings(instructions=("x",) * 100_000)),
+        "cameras": ((), GroupSettings(cameras=("front",) * 100_000)),
+        "camera name": ((), GroupSettings(cameras=("c" * 1_000_000,))),
+        "step": (("assisted_next_action",), GroupSettings(step="s" * 1_000_000)),
     }
-    for what, goal in cases.items():
-        group = desk.new_group(**goal)  # type: ignore[arg-type]
+    for what, (tasks, settings) in cases.items():
+        group = desk.new_group(tasks, settings)
         assert len(group.specs) == 1 and group.problem, what
         assert len(group.problem) < 300 and "00000" in group.problem, (what, group.problem[:300])
         assert len(group.specs[0].task) <= 128 and len(group.specs[0].instruction) <= 2000, what

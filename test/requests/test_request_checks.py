@@ -8,7 +8,7 @@ import pytest
 
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 from cosmos_reasoner_ros.requests.checks import group_problem, instruction_problem, request_problem
-from cosmos_reasoner_ros.requests.groups import MAX_TASKS_PER_CLIP, RequestGroup, build_group
+from cosmos_reasoner_ros.requests.groups import MAX_TASKS_PER_CLIP, GroupSettings, RequestGroup, build_group
 from cosmos_reasoner_ros.requests.outcome import RequestSpec
 
 CATALOG = TaskCatalog.load()
@@ -74,18 +74,19 @@ def test_a_group_of_tasks_is_checked_task_by_task_and_bounded() -> None:
 
 
 def test_several_tasks_share_the_instruction_among_those_that_take_one() -> None:
-    group = build_group(
-        CATALOG, "n-1-ab", ("next_action", "custom"), "open the drawer", explicit_instruction=True
-    )
+    shared = GroupSettings(instruction="open the drawer", explicit_instruction=True)
+    group = build_group(CATALOG, "n-1-ab", ("next_action", "custom"), shared)
     assert [s.request_id for s in group.specs] == ["n-1-ab-1", "n-1-ab-2"]
     assert {s.clip_id for s in group.specs} == {"n-1-ab"}
     assert [s.instruction for s in group.specs] == ["", "open the drawer"]
     assert group.explicit_instruction == (False, True) and group.problem == ""
-    alone = build_group(CATALOG, "n-2-cd", ("next_action",), "open the drawer", explicit_instruction=True)
+    alone = build_group(CATALOG, "n-2-cd", ("next_action",), shared)
     assert alone.specs[0].request_id == "n-2-cd" and alone.specs[0].instruction == "open the drawer"
-    nowhere = build_group(CATALOG, "n-3", ("next_action", "caption"), "x", explicit_instruction=True)
+    nowhere = build_group(
+        CATALOG, "n-3", ("next_action", "caption"), GroupSettings(instruction="x", explicit_instruction=True)
+    )
     assert "takes an instruction" in nowhere.problem
     assert (
         "2 instructions for 1 tasks"
-        in build_group(CATALOG, "n-4", ("custom",), "", instructions=("a", "b")).problem
+        in build_group(CATALOG, "n-4", ("custom",), GroupSettings(instructions=("a", "b"))).problem
     )

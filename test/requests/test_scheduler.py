@@ -170,6 +170,66 @@ def test_after_shutdown_a_submission_is_refused_and_still_delivered_once() -> No
     assert s.shutdown(1.0)  # idempotent
 
 
+def test_submissions_during_a_slow_shutdown_each_get_exactly_one_delivered_outcome() -> None:
+    """The ~/trigger service stays up during SIGINT shutdown: a storm then lands while the delivery thread
+    is still publishing. Before, a refusal queued behind the thread's stop mark was never delivered (the
+    thread was alive, so the submitter left it to the thread; the thread then stopped at the mark)."""
+    gate = threading.Event()
+    delivered: list[str] = []
+    lock = threading.Lock()
+
+    def deliver(_j: Job, o: Outcome) -> None:
+        gate.wait(30)  # a slow publisher: the delivery thread outlives shutdown's wait
+        with lock:
+            delivered.append(o.request_id)
+
+    runner = Runner()
+    s = RequestScheduler(runner.execute, deliver)
+    s.submit(job(0))
+    wait_until(lambda: runner.started == ["r0"], 30, "r0 running")
+    assert not s.shutdown(0.2)  # r0's cancelled outcome is stuck in deliver: the join timed out
+    threads = [threading.Thread(target=s.submit, args=(job(i),)) for i in range(1, 51)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()  # every refusal queued while the delivery thread is still busy, none after
+    gate.set()
+
+    def counts() -> Counter[str]:
+        with lock:
+            return Counter(delivered)
+
+    wait_until(lambda: sum(counts().values()) >= 51 and s.undelivered() == 0, 30, "51 delivered outcomes")
+    assert counts() == Counter(f"r{i}" for i in range(51))
+    assert s.counts()["delivered"] == 51
+    assert s.shutdown(1.0)
+
+
+def test_a_storm_racing_shutdown_gets_exactly_one_outcome_and_one_completion_per_job() -> None:
+    """The same storm with shutdown in the middle of it: whichever thread delivers (the delivery thread
+    draining, or a submitter after it ended), each request gets one outcome and each job one on_done."""
+    runner = Runner(hold=False)
+
+    def deliver(j: Job, o: Outcome) -> None:
+        time.sleep(0.002)  # a publisher that takes a little time
+        runner.deliver(j, o)
+
+    s = RequestScheduler(runner.execute, deliver, max_in_flight=3, workers=3)
+    jobs = [job(i, runner=runner) for i in range(60)]
+    threads = [threading.Thread(target=s.submit, args=(j,)) for j in jobs]
+    closing = threading.Thread(target=s.shutdown, args=(0.0,))
+    for t in threads[:30]:
+        t.start()
+    closing.start()
+    for t in threads[30:]:
+        t.start()
+    for t in (*threads, closing):
+        t.join()
+    wait_until(lambda: s.undelivered() == 0 and len(runner.kinds()) == 60, 30, "60 delivered outcomes")
+    assert Counter(o.request_id for o in runner.delivered) == Counter(f"r{i}" for i in range(60))
+    assert runner.done_callbacks == Counter(f"r{i}" for i in range(60))
+
+
 def test_a_failing_delivery_or_callback_does_not_stop_the_others() -> None:
     seen: list[str] = []
 

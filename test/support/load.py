@@ -165,6 +165,22 @@ class Probe:
         rclpy.try_shutdown(context=self.context)
         self._thread.join(5)
 
+    def flush_results(self, timeout_s: float = 60.0) -> str:
+        """Return once every ~/result the node published before now has arrived (a duplicate included): one
+        more goal, refused at once (an unknown camera), and its ~/result, which the node's one publisher
+        sends after all the earlier ones. Its request id."""
+        sent = self.action.send_goal_async(self.Reason.Goal(cameras=["no_such_camera"]))
+        handle = wait_until(
+            lambda: sent.result() if sent.done() else None, timeout_s, "the marker's acceptance"
+        )
+        answer = handle.get_result_async()
+        result = wait_until(
+            lambda: answer.result() if answer.done() else None, timeout_s, "the marker's result"
+        )
+        request_id = str(result.result.result.request_id)
+        wait_until(lambda: self.results[request_id], timeout_s, "the marker's ~/result")
+        return request_id
+
     # -- storms --------------------------------------------------------------------------------------------
 
     def trigger_storm(self, calls: int, timeout_s: float = 60.0) -> TriggerStorm:
@@ -177,7 +193,7 @@ class Probe:
         ids = [str(r.message).split()[0] for r in replies]
         while time.monotonic() < deadline and not all(self.results[i] for i in ids):
             time.sleep(0.02)
-        time.sleep(0.5)  # a duplicate would arrive by now
+        self.flush_results()  # a duplicate, or a result still on its way, has arrived by now
         with self._lock:
             counts = [self.results[i] for i in ids]
             kinds = collections.Counter(self.kinds.get(i, "") for i in ids)
@@ -242,7 +258,7 @@ class Probe:
             ids.append(res.result.result.request_id)
             if i in streaming and res.status == GoalStatus.STATUS_CANCELED:
                 cancelled_ok += res.result.result.error_kind == "cancelled"
-        time.sleep(0.5)
+        self.flush_results()  # each goal's ~/result (and any duplicate) has arrived by now
         with self._lock:
             counts = [self.results[i] for i in ids]
         return GoalStorm(

@@ -7,6 +7,7 @@ its service and action.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,16 @@ class Harness:
     def wait_frames(self, n: int, timeout_s: float = 30.0) -> None:
         wait_until(lambda: self.frames_buffered() >= n, timeout_s, f"{n} buffered frames")
 
+    def only_this_node(self, service: str) -> None:
+        """Fail loudly when another server of `service` is on this ROS domain: it would answer some calls
+        (another session's node once did, with its own 'Connection refused')."""
+        count = self.probe.count_services(service)
+        domain = os.environ.get("ROS_DOMAIN_ID", "0")
+        assert count == 1, f"{count} servers of {service} on ROS domain {domain}: another node answers too"
+
     def call_trigger(self) -> Trigger.Response:
         assert self.trigger.wait_for_service(timeout_sec=20.0)
+        self.only_this_node("/reasoner_node/trigger")
         future = self.trigger.call_async(Trigger.Request())
         return wait_until(lambda: future.result() if future.done() else None, 20.0, "the trigger response")
 
@@ -99,10 +108,24 @@ class Harness:
 
     def send_goal(self, goal: Reason.Goal, feedback: list[Any]) -> Any:
         assert self.action.wait_for_server(timeout_sec=20.0)
+        self.only_this_node("/reasoner_node/reason/_action/send_goal")
         future = self.action.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback))
         handle = wait_until(lambda: future.result() if future.done() else None, 20.0, "goal acceptance")
         assert handle.accepted
         return handle
+
+    def flush_results(self, timeout_s: float = 60.0) -> str:
+        """Return once every ~/result the node published before now has arrived (a duplicate included): one
+        more goal, refused at once (an unknown camera), and its ~/result, which the node's one publisher
+        sends after all the earlier ones. Its request id."""
+        handle = self.send_goal(Reason.Goal(cameras=["no_such_camera"]), [])
+        answer = handle.get_result_async()
+        result = wait_until(
+            lambda: answer.result() if answer.done() else None, timeout_s, "the marker's result"
+        )
+        request_id = str(result.result.result.request_id)
+        self.result_for(request_id, timeout_s)
+        return request_id
 
     def close(self) -> None:
         if self.closed:
@@ -114,6 +137,13 @@ class Harness:
         self.executor.shutdown()
         rclpy.shutdown(context=self.context)
         self.thread.join(10)
+
+
+def goal_summary(res: Any) -> str:
+    """A goal's result for an assertion message: its status, and its result's error kind and error (why a
+    goal that should have succeeded did not, on the run that failed)."""
+    result = res.result.result
+    return f"status {res.status}, error_kind {result.error_kind!r}, error {result.error[:300]!r}"
 
 
 def base_params(server_url: str, media_dir: Path, **extra: Any) -> dict[str, Any]:

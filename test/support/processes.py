@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,39 @@ from support.paths import ROOT, SHM_PROFILE, TEST_DIR
 # 1-80, benchmarks 81-100, so that a benchmark running beside the tests never shares a domain with them.
 TEST_DOMAINS = 80
 BENCH_DOMAIN_BASE, BENCH_DOMAINS = 81, 20
+
+
+# One lock file per test domain, held (flock) by the test session using it: with localhost discovery every
+# process of the machine on one domain sees every other, whichever session started it.
+DOMAIN_LOCKS = Path(tempfile.gettempdir()) / "cosmos-reasoner-ros-domains"
+
+
+@contextmanager
+def reserved_domain(start: int, timeout_s: float = 600.0) -> Iterator[str]:
+    """A ROS_DOMAIN_ID in 1..TEST_DOMAINS that no other test session on this machine holds, trying from
+    `start` on; held until the block ends (or the process dies: the kernel drops the lock). Before, each
+    session took domains from its pid: two sessions (engineers or CI side by side) sometimes shared one, and
+    the node of one answered the triggers and goals of the other (issue 21's flakes: 'Connection refused'
+    from the other session's node pointed at a dead port, a goal ABORTED by a node that was busy)."""
+    DOMAIN_LOCKS.mkdir(mode=0o777, exist_ok=True)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for k in range(TEST_DOMAINS):
+            domain = 1 + (start + k) % TEST_DOMAINS
+            fd = os.open(DOMAIN_LOCKS / f"{domain}.lock", os.O_RDWR | os.O_CREAT, 0o666)  # not inherited
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            try:
+                yield str(domain)
+            finally:
+                os.close(fd)  # releases the lock
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"every ROS domain 1-{TEST_DOMAINS} stayed held by other test sessions")
+        time.sleep(1.0)
 
 
 def bench_domain() -> str:
