@@ -280,7 +280,6 @@ def _pair(item: str) -> tuple[str, str]:
 
 def _play(args: argparse.Namespace) -> int:
     import rclpy
-    from rclpy.executors import ExternalShutdownException
     from rclpy.signals import SignalHandlerOptions
 
     from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions, parse_remap
@@ -309,18 +308,14 @@ def _play(args: argparse.Namespace) -> int:
         from cosmos_reasoner_ros.bag.names import writable_file
 
         writable_file(args.stats, "statistics file")
-    # Ctrl-C arrives as KeyboardInterrupt while the context stays valid: the player stops and closes its
-    # publishers itself (rclpy's own handler would invalidate the context under the publishing thread).
+    # rclpy's own signal handler would invalidate the context under the publishing threads: the player stops
+    # and closes its publishers itself. Ctrl-C before the playback (the bag's check) ends with code 130.
     with initialized(signal_handler_options=SignalHandlerOptions.NO):
         node = rclpy.create_node("cosmos_reasoner_bag_play")
-        stop = threading.Event()
         try:
             player = Player(node, args.bag, options)
             try:
-                stats = player.run(stop)
-            except (KeyboardInterrupt, ExternalShutdownException):
-                stop.set()
-                return 0
+                stats = _play_until_signalled(player)
             finally:
                 player.close()
         finally:
@@ -333,6 +328,43 @@ def _play(args: argparse.Namespace) -> int:
             raise BagError(f"cannot write {args.stats}: {exc.strerror or exc}") from None
     print(json.dumps(summary))
     return 0
+
+
+def _play_until_signalled(player: Any) -> Any:
+    """`player.run` on a thread of its own until it ends or SIGINT / SIGTERM asks it to stop (exit 0).
+
+    The signals only set a flag that this thread polls: a KeyboardInterrupt raised wherever the playing thread
+    happens to be (inside a publish, a lock, a finalizer, where Python drops it as "Exception ignored") could
+    leave an endless loop playing, or the player's state half changed."""
+    import signal
+
+    stop = threading.Event()
+    signalled: list[int] = []
+    outcome: dict[str, Any] = {}
+
+    def play() -> None:
+        try:
+            outcome["stats"] = player.run(stop)
+        except BaseException as exc:  # handed to the main thread, which raises it
+            outcome["error"] = exc
+
+    def on_signal(signum: int, frame: object) -> None:
+        signalled.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        worker = threading.Thread(target=play, name="bag-play")
+        worker.start()
+        while worker.is_alive():
+            if signalled:
+                stop.set()
+            worker.join(0.1)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["stats"]
 
 
 def _record(args: argparse.Namespace) -> int:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.processes import LineReader, module_cmd, ros_env
 from support.processes import bag_cli as cli
-from support.processes import module_cmd, ros_env
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
@@ -57,7 +57,8 @@ def test_play_into_another_process_keeps_every_message_and_the_timing(
         text=True,
     )
     try:
-        assert sub.stdout is not None and sub.stdout.readline().strip() == "ready"
+        assert sub.stdout is not None
+        LineReader(sub.stdout).wait_for(lambda line: line == "ready", 90, "the subscriber's 'ready'")
         play = subprocess.run(
             cli(
                 "play",
