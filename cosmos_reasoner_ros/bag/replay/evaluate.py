@@ -116,7 +116,7 @@ def _run_bag(
 
     from cosmos_reasoner_ros.action import Reason
     from cosmos_reasoner_ros.bag.replay.lockstep import IngestWatch
-    from cosmos_reasoner_ros.bag.replay.play import MATCH_SETTLE_S, Player, PlayOptions
+    from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions
     from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
 
     options, out = shared.options, shared.out
@@ -199,7 +199,10 @@ def _run_bag(
                 if time.monotonic() > deadline:
                     raise BagError(f"reasoner_node did not subscribe to {what}")
                 time.sleep(0.05)
-        time.sleep(MATCH_SETTLE_S)  # the clock's first samples reach the node before the first frame
+        # Until the node has taken a /clock sample its clock reads 0, and frames stamped in the bag's time are
+        # refused as stamped decades ahead: the first frame goes out once the node's own diagnostics carry a
+        # stamp in bag time (they tick on the steady clock, stamped with the node's clock).
+        watch.wait_clock(player.first_ns, max(10.0, deadline - time.monotonic()), handle.check_alive)
         if options.record:
             topics = [
                 t if t != "/diagnostics" else f"{namespace}/diagnostics" for t in default_topics(node_fqn)
