@@ -333,9 +333,12 @@ def _play(args: argparse.Namespace) -> int:
 def _play_until_signalled(player: Any) -> Any:
     """`player.run` on a thread of its own until it ends or SIGINT / SIGTERM asks it to stop (exit 0).
 
-    The signals only set a flag that this thread polls: a KeyboardInterrupt raised wherever the playing thread
-    happens to be (inside a publish, a lock, a finalizer, where Python drops it as "Exception ignored") could
-    leave an endless loop playing, or the player's state half changed."""
+    The handlers are installed whatever the process inherited, as ROS 2 tools do: a shell starts a
+    background job with SIGINT ignored, and Python then leaves it ignored (no KeyboardInterrupt): `play
+    --loop` run by a test suite in the background played on for hours after its SIGINT. The signals only set
+    a flag that this thread polls: a KeyboardInterrupt raised wherever the playing thread happens to be
+    (inside a publish, a lock, a finalizer, where Python drops it as "Exception ignored") could leave the
+    player's state half changed."""
     import signal
 
     stop = threading.Event()

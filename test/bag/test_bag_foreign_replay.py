@@ -101,11 +101,16 @@ def test_h264_video_plays_as_images_and_ctrl_c_ends_a_loop_cleanly(tmp_path: Pat
     # An endless loop of a sqlite3 bag (10 frames, 1 s per pass), stopped with Ctrl-C in its second pass: exit
     # 0, no traceback. The signal is sent once the player said which camera it plays and a subscriber has had
     # more frames than one pass holds, whatever the machine's load (a fixed 3 s wait let the signal land in
-    # the player's start-up on a busy machine).
+    # the player's start-up on a busy machine). Started as a shell starts a background job, with SIGINT
+    # ignored: the player still stops on it, as ROS 2 tools do (before, Python kept the inherited SIG_IGN and
+    # the loop played on; a test suite run in the background left one playing for hours).
     sq = write_sqlite_bag(tmp_path / "sq", camera_messages(frames=10, kinds=("raw",)), 5)
     second_pass = tmp_path / "second_pass.json"
     sub, _ = _subscriber("/cam/color/image_raw=sensor_msgs/msg/Image", 11, second_pass)
-    proc = subprocess.Popen(cli("play", str(sq), "--loop"), env=ros_env(), stderr=subprocess.PIPE, text=True)
+    in_background = ["bash", "-c", 'trap "" INT; exec "$@"', "play"]
+    proc = subprocess.Popen(
+        [*in_background, *cli("play", str(sq), "--loop")], env=ros_env(), stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stderr is not None
         err = LineReader(proc.stderr)
