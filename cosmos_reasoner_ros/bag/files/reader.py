@@ -24,7 +24,15 @@ from rosbags.typesys.store import Typestore
 
 from cosmos_reasoner_ros.bag.errors import BagError
 
-__all__ = ["BagMessage", "BagReader", "TopicInfo", "storage_files"]
+__all__ = [
+    "BagMessage",
+    "BagReader",
+    "TopicInfo",
+    "check_message_size",
+    "decompress_message",
+    "max_message_bytes",
+    "storage_files",
+]
 
 STORAGE_SUFFIXES = (".mcap", ".db3")
 _NO_MESSAGES = 2**63 - 1
@@ -412,7 +420,7 @@ class BagReader:
             ((ns, i, topic, data) for ns, topic, data in storage.messages(list(types), start_ns))
             for i, storage in enumerate(self._storages)
         ]
-        decompress = _zstd_decompress if compressed else None
+        decompress = decompress_message if compressed else None
         try:
             for ns, _, topic, data in heapq.merge(*streams, key=lambda m: (m[0], m[1])):
                 yield BagMessage(topic, types[topic], ns, decompress(data) if decompress else bytes(data))
@@ -442,10 +450,39 @@ class BagReader:
         self.close()
 
 
-def _zstd_decompress(data: bytes) -> bytes:
+def max_message_bytes() -> int:
+    """The most one recorded message may decompress to: the largest frame the node accepts (8K UHD, clips'
+    DEFAULT_MAX_PIXELS) at 8 bytes a pixel (rgba16), plus 1 MiB for the rest of the message."""
+    from cosmos_reasoner_ros.clips import DEFAULT_MAX_PIXELS
+
+    return DEFAULT_MAX_PIXELS * 8 + (1 << 20)
+
+
+def decompress_message(data: bytes) -> bytes:
+    """One message of a bag compressed per message (rosbag2's zstd `message` mode), never larger than
+    max_message_bytes(): a crafted frame declaring gigabytes is refused before anything is allocated (zstd
+    allocates what a frame declares, whatever the output bound), one that declares nothing is cut there."""
     import zstandard
 
-    return zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
+    limit = max_message_bytes()
+    declared = zstandard.frame_content_size(data)  # -1: not declared
+    if declared > limit:
+        raise BagError(f"a message declares {declared} bytes uncompressed, more than any frame ({limit})")
+    try:
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=limit)
+    except zstandard.ZstdError as exc:
+        if declared < 0 and "did not decompress full frame" in str(exc):
+            raise BagError(f"a message decompresses to more than any frame ({limit} bytes)") from None
+        raise
+
+
+def check_message_size(data: bytes) -> None:
+    """decompress_message's bound, checked without decompressing where the frame declares its size (rosbag2's
+    compressor always does); BagError when it is broken."""
+    import zstandard
+
+    if zstandard.frame_content_size(data) < 0 or zstandard.frame_content_size(data) > max_message_bytes():
+        decompress_message(data)
 
 
 def _typestore_for(topics: list[TopicInfo]) -> tuple[Typestore, dict[str, str]]:
