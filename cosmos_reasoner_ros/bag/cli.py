@@ -307,7 +307,7 @@ def _play(args: argparse.Namespace) -> int:
     )
     options.check()
     if args.stats is not None:
-        from cosmos_reasoner_ros.bag.names import writable_file
+        from cosmos_reasoner_ros.bag.safe_paths import writable_file
 
         writable_file(args.stats, "statistics file")
     # rclpy's own signal handler would invalidate the context under the publishing threads: the player stops
@@ -466,7 +466,7 @@ def _finish(runs: list[Any], junit: Path | None) -> int:
 
 def _check_outputs(output: Path, junit: Path | None) -> None:
     """Before anything runs: the report folder and the JUnit file can be written."""
-    from cosmos_reasoner_ros.bag.names import writable_file, writable_folder
+    from cosmos_reasoner_ros.bag.safe_paths import writable_file, writable_folder
 
     writable_folder(output, "report folder")
     if junit is not None:

@@ -19,8 +19,8 @@ from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import typestore
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
+from cosmos_reasoner_ros.bag.files.typestore import typestore
 from cosmos_reasoner_ros.bag.files.writer import open_writer
 from cosmos_reasoner_ros.bag.replay.node_process import NodeCamera, node_command, node_parameters
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, trigger_times

@@ -273,6 +273,7 @@ class _Metadata:
     files: tuple[str, ...]
     compression_mode: str  # "", "file" or "message"
     declared: Mapping[str, tuple[str, int]]  # topic -> (type, message_count)
+    ros_distro: str = ""  # the distribution that recorded it (metadata version 8 on), lower case
 
 
 def _read_metadata(path: Path) -> _Metadata:
@@ -292,7 +293,10 @@ def _read_metadata(path: Path) -> _Metadata:
         if str(info["storage_identifier"]) not in ("mcap", "sqlite3"):
             storage = str(info["storage_identifier"])[:40]
             raise BagError(f"{where}: storage {storage!r} is not supported (mcap, sqlite3)")
-        return _Metadata(int(info.get("version", 0)), str(info["storage_identifier"]), files, mode, declared)
+        distro = str(info.get("ros_distro") or "").strip().lower()[:40]
+        return _Metadata(
+            int(info.get("version", 0)), str(info["storage_identifier"]), files, mode, declared, distro
+        )
     except BagError:
         raise
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -427,12 +431,19 @@ class BagReader:
         except CORRUPT as exc:
             raise BagError(f"bag {self.path} is damaged or truncated: {_short(exc)}") from None
 
+    @property
+    def ros_distro(self) -> str:
+        """The distribution the bag says recorded it (metadata.yaml version 8 on), else ""."""
+        return self.metadata.ros_distro if self.metadata is not None else ""
+
     def typestore(self, topics: Collection[str]) -> tuple[Typestore, dict[str, str]]:
-        """A typestore knowing ROS 2 Kilted's types, this package's messages and, for the given topics, the
-        types whose definitions the bag stores; and {type: why it cannot be read} for the ones it cannot."""
+        """A typestore knowing the standard types of the distribution that recorded the bag (else this
+        process's), this package's messages and, for the given topics, the types whose definitions the bag
+        stores; and {type: why it cannot be read} for the ones it cannot."""
         key = frozenset(topics)
         if key not in self._stores:
-            self._stores[key] = _typestore_for([self.topic(t) for t in sorted(topics)])
+            topics_ = [self.topic(t) for t in sorted(topics)]
+            self._stores[key] = _typestore_for(topics_, self.ros_distro or None)
         return self._stores[key]
 
     def close(self) -> None:
@@ -485,16 +496,16 @@ def check_message_size(data: bytes) -> None:
         decompress_message(data)
 
 
-def _typestore_for(topics: list[TopicInfo]) -> tuple[Typestore, dict[str, str]]:
-    from cosmos_reasoner_ros.bag.files.io import fresh_typestore
+def _typestore_for(topics: list[TopicInfo], distro: str | None) -> tuple[Typestore, dict[str, str]]:
+    from cosmos_reasoner_ros.bag.files.typestore import fresh_typestore
 
-    store = fresh_typestore()
+    store = fresh_typestore(distro)
     problems: dict[str, str] = {}
     for t in topics:
         if t.msgtype in store.types or t.msgtype in problems:
             continue  # a known type keeps its own definition (bags carry placeholders: rosbag2's talker)
         if not t.definition_format:  # (an empty definition is an empty message: std_msgs/Empty)
-            problems[t.msgtype] = "not a ROS 2 Kilted type, and the bag stores no definition of it"
+            problems[t.msgtype] = "not a standard ROS 2 type, and the bag stores no definition of it"
             continue
         try:
             if t.definition_format == "idl":

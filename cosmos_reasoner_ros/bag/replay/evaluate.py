@@ -22,10 +22,8 @@ from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.files.integrity import Integrity, check_bag
-from cosmos_reasoner_ros.bag.files.io import typestore
 from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.bag.files.topics import CameraTopics, choose_topics
-from cosmos_reasoner_ros.bag.names import child, safe_name
 from cosmos_reasoner_ros.bag.records import ResultRecord, record_from_msg
 from cosmos_reasoner_ros.bag.replay.node_process import (
     NodeCamera,
@@ -41,6 +39,7 @@ from cosmos_reasoner_ros.bag.replay.node_process import (
 )
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, bag_label, schedule
 from cosmos_reasoner_ros.bag.replay.reason_goals import ReasonGoals
+from cosmos_reasoner_ros.bag.safe_paths import child, safe_name
 
 __all__ = ["BagRunInfo", "bag_id", "evaluate_bags", "prepare_bag", "read_recorded"]
 
@@ -420,7 +419,7 @@ def read_recorded(results_bag: Path) -> list[ResultRecord]:
                 f"bag {results_bag} has no ReasonerResult topic; it has: {reader.describe_topics()}"
             )
         check_bag(reader, topics)
-        store = typestore()
+        store, _ = reader.typestore(topics)  # the recording distribution's types
         start = reader.start_ns
         return [
             record_from_msg(store.deserialize_cdr(m.data, m.msgtype), (m.log_ns - start) / 1e9)

@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.names import safe_name
 from cosmos_reasoner_ros.bag.replay.node_process import check_params_file
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths, server_url_problem
+from cosmos_reasoner_ros.bag.safe_paths import safe_name
 
 __all__ = ["Scenario", "Variant", "load_scenario", "scenario_files"]
 
