@@ -6,6 +6,9 @@ release robots run, and Kilted; Humble's Python 3.10 is the language floor).
 - Fast DDS 2 (Jazzy, Humble) reads its XML profile from `FASTRTPS_DEFAULT_PROFILES_FILE` only; Fast DDS 3
   (Kilted on) from `FASTDDS_DEFAULT_PROFILES_FILE`, and from the old name too with a deprecation warning in
   every process: `fastdds_profile_env()` names the file in the variable this distribution reads.
+- The message types of a bag: rosbags has a typestore per distribution (Jazzy's and Kilted's differ only in
+  nav_msgs/msg/Goals, Humble's in visualization_msgs/msg/Marker and a few more): `ros_distro()` names the one
+  this process runs on; the bag tools read a bag with its own distribution's (bag/files/typestore.py).
 - An action server keeps a finished goal's result for `result_timeout` seconds: 10 s by default in Kilted,
   900 s in Jazzy; `RESULT_RETENTION_S` (Jazzy's 900 s; a result is small) is passed explicitly so that both
   keep results alike. rclpy counts it on the node's clock: bag time under `use_sim_time` (a lock-step replay
@@ -30,6 +33,7 @@ __all__ = [
     "fastdds_profile",
     "fastdds_profile_env",
     "initialized",
+    "ros_distro",
 ]
 
 # Fast DDS 3 (Kilted on) reads the first, Fast DDS 2 (Jazzy, Humble) only the second.
@@ -41,16 +45,22 @@ _FAST_DDS_2_DISTROS = ("humble", "iron", "jazzy")
 RESULT_RETENTION_S = 900.0
 
 
-def fast_dds_major(environ: Mapping[str, str] | None = None) -> int:
-    """2 or 3: the Fast DDS of this ROS 2 (ROS_DISTRO where a setup script set it, else the wheels')."""
+def ros_distro(environ: Mapping[str, str] | None = None) -> str:
+    """The ROS 2 distribution of this process, lower case: ROS_DISTRO where a setup script set it, else the
+    wheels' (Kilted's carry ros-fastdds, Jazzy's ros-fastrtps 2.14)."""
     distro = (os.environ if environ is None else environ).get("ROS_DISTRO", "")
     if distro:
-        return 2 if distro in _FAST_DDS_2_DISTROS else 3
+        return distro.strip().lower()
     try:
-        metadata.version("ros-fastdds")  # Kilted's wheels; Jazzy's carry ros-fastrtps (2.14)
+        metadata.version("ros-fastdds")
     except metadata.PackageNotFoundError:
-        return 2
-    return 3
+        return "jazzy"
+    return "kilted"
+
+
+def fast_dds_major(environ: Mapping[str, str] | None = None) -> int:
+    """2 or 3: the Fast DDS of this ROS 2."""
+    return 2 if ros_distro(environ) in _FAST_DDS_2_DISTROS else 3
 
 
 def fastdds_profile_env(profile: Path | str, environ: Mapping[str, str] | None = None) -> dict[str, str]:

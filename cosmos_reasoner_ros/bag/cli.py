@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -280,7 +282,6 @@ def _pair(item: str) -> tuple[str, str]:
 
 def _play(args: argparse.Namespace) -> int:
     import rclpy
-    from rclpy.executors import ExternalShutdownException
     from rclpy.signals import SignalHandlerOptions
 
     from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions, parse_remap
@@ -306,21 +307,17 @@ def _play(args: argparse.Namespace) -> int:
     )
     options.check()
     if args.stats is not None:
-        from cosmos_reasoner_ros.bag.names import writable_file
+        from cosmos_reasoner_ros.bag.safe_paths import writable_file
 
         writable_file(args.stats, "statistics file")
-    # Ctrl-C arrives as KeyboardInterrupt while the context stays valid: the player stops and closes its
-    # publishers itself (rclpy's own handler would invalidate the context under the publishing thread).
+    # rclpy's own signal handler would invalidate the context under the publishing threads: the player stops
+    # and closes its publishers itself. Ctrl-C before the playback (the bag's check) ends with code 130.
     with initialized(signal_handler_options=SignalHandlerOptions.NO):
         node = rclpy.create_node("cosmos_reasoner_bag_play")
-        stop = threading.Event()
         try:
             player = Player(node, args.bag, options)
             try:
-                stats = player.run(stop)
-            except (KeyboardInterrupt, ExternalShutdownException):
-                stop.set()
-                return 0
+                stats = _play_until_signalled(player)
             finally:
                 player.close()
         finally:
@@ -335,9 +332,40 @@ def _play(args: argparse.Namespace) -> int:
     return 0
 
 
+def _play_until_signalled(player: Any) -> Any:
+    """`player.run` on a thread of its own until it ends or SIGINT / SIGTERM asks it to stop (exit 0).
+
+    The handlers are installed whatever the process inherited, as ROS 2 tools do: a shell starts a
+    background job with SIGINT ignored, and Python then leaves it ignored (no KeyboardInterrupt): `play
+    --loop` run by a test suite in the background played on for hours after its SIGINT. The signals only set
+    a flag that this thread polls: a KeyboardInterrupt raised wherever the playing thread happens to be
+    (inside a publish, a lock, a finalizer, where Python drops it as "Exception ignored") could leave the
+    player's state half changed."""
+    stop = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def play() -> None:
+        try:
+            outcome["stats"] = player.run(stop)
+        except BaseException as exc:  # handed to the main thread, which raises it
+            outcome["error"] = exc
+
+    with _stop_signals() as signalled:
+        worker = threading.Thread(target=play, name="bag-play")
+        worker.start()
+        while worker.is_alive():
+            if signalled:
+                stop.set()
+            worker.join(0.1)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["stats"]
+
+
 def _record(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
 
     from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
     from cosmos_reasoner_ros.ros_compat import initialized
@@ -347,7 +375,9 @@ def _record(args: argparse.Namespace) -> int:
     )
     if not topics:
         raise BagError("no topic to record: give --topics (or leave out --no-default-topics)")
-    with initialized():
+    # SIGINT/SIGTERM end the recording through a flag (rclpy's handler would shut the context down first, and
+    # what the readers already hold would be lost); installed whatever was inherited, as in play.
+    with initialized(signal_handler_options=SignalHandlerOptions.NO), _stop_signals() as stopped:
         node = rclpy.create_node("cosmos_reasoner_bag_record")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
@@ -355,19 +385,54 @@ def _record(args: argparse.Namespace) -> int:
         end = time.monotonic() + args.duration if args.duration > 0 else float("inf")
         next_discovery = 0.0
         try:
-            while time.monotonic() < end:
+            while time.monotonic() < end and not stopped:
                 if time.monotonic() >= next_discovery:
                     for topic in recorder.discover():
                         print(f"recording {topic}", file=sys.stderr, flush=True)
                     next_discovery = time.monotonic() + 0.5
                 executor.spin_once(timeout_sec=0.1)
-        except (KeyboardInterrupt, ExternalShutdownException):
+            # What reached the subscriptions before the stop (acknowledged to its publishers) is recorded too.
+            _take_pending(executor, recorder, 2.0)
+        except ExternalShutdownException:
             pass
         finally:
             counts = recorder.close()
             node.destroy_node()
     print(json.dumps({"bag": str(args.output), "messages": counts}))
     return 0
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM append to the yielded list instead of raising (the caller polls it); the handlers
+    are installed whatever the process inherited (a background job of a shell ignores SIGINT) and restored
+    afterwards."""
+    import signal
+
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _take_pending(executor: Any, recorder: Any, timeout_s: float) -> None:
+    """Spin until a round takes no message (or timeout_s): samples already delivered to the subscriptions."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = sum(recorder.counts.values())
+        try:
+            executor.spin_once(timeout_sec=0.05)
+        except Exception:  # the context went away meanwhile: nothing more to take
+            return
+        if sum(recorder.counts.values()) == before:
+            return
 
 
 def _finish(runs: list[Any], junit: Path | None) -> int:
@@ -401,7 +466,7 @@ def _finish(runs: list[Any], junit: Path | None) -> int:
 
 def _check_outputs(output: Path, junit: Path | None) -> None:
     """Before anything runs: the report folder and the JUnit file can be written."""
-    from cosmos_reasoner_ros.bag.names import writable_file, writable_folder
+    from cosmos_reasoner_ros.bag.safe_paths import writable_file, writable_folder
 
     writable_folder(output, "report folder")
     if junit is not None:

@@ -13,15 +13,16 @@ from urllib.parse import unquote
 import cv2
 import numpy as np
 import pytest
+import yaml
 from support.bags import read_topics, topic_counts
 from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import typestore
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
+from cosmos_reasoner_ros.bag.files.typestore import typestore
 from cosmos_reasoner_ros.bag.files.writer import open_writer
-from cosmos_reasoner_ros.bag.replay.node_process import NodeCamera, node_command
+from cosmos_reasoner_ros.bag.replay.node_process import NodeCamera, node_command, node_parameters
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, trigger_times
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 from cosmos_reasoner_ros.bag.runs.suite import evaluate_recorded
@@ -198,7 +199,8 @@ def test_period_triggers_and_pause_while_waiting_on_a_jpeg_bag(robot_clip: Path,
         jpeg_bag,
         MakeOptions(start_ns=OLD_START, rate_hz=10.0, encoding="jpeg", storage="sqlite3"),
     )
-    out = tmp_path / "report"
+    # rcl reads `-p` values as YAML: this folder's name was a mapping ({.../run: 1}), and the node exited.
+    out = tmp_path / "run: 1 #a"
     slow = ScriptedReply(text="<think>\nhm\n</think>\n\nwait", delay_s=1.5)
     with ScriptedServer(default=slow) as server:
         rc = main(
@@ -227,10 +229,24 @@ def test_period_triggers_and_pause_while_waiting_on_a_jpeg_bag(robot_clip: Path,
     assert all(r["success"] for r in records), [r["error"] for r in records]
     assert all(r["clip_frames"] >= 5 for r in records)  # the node decoded the CompressedImage frames
     assert all((out / r["image"]).is_file() for r in records)
+    assert list((out / "media").iterdir()), "the node wrote no clip into the media folder it was given"
     command = " ".join(
         node_command(EvalOptions(), [NodeCamera("camera", "/camera/image_raw/compressed", True)], out)
     )
     assert "camera.camera.compressed:=true" in command and "use_sim_time:=true" in command
+
+
+def test_node_parameters_are_yaml_that_reads_back_as_given(tmp_path: Path) -> None:
+    # Folder names, topics and URLs go to the node as `-p name:=value`, which rcl parses as YAML.
+    media = tmp_path / "out/run #1: a, [b]"
+    options = EvalOptions(server_url="http://host:8000/v1#x")
+    cameras = [NodeCamera("camera", "/cam/image", False, "", "/cam/info")]
+    values = dict(item.split(":=", 1) for item in node_parameters(options, cameras, media))
+    assert yaml.safe_load(values["media_dir"]) == str(media)
+    assert yaml.safe_load(values["server_url"]) == "http://host:8000/v1#x"
+    assert yaml.safe_load(values["camera.camera.topic"]) == "/cam/image"
+    assert yaml.safe_load(values["camera.camera.depth_topic"]) == ""  # a string, not nothing
+    assert yaml.safe_load(values["camera.camera.camera_info_topic"]) == "/cam/info"
 
 
 def write_results_bag(path: Path, texts: list[str], clip_end_ns: list[int]) -> None:

@@ -30,12 +30,12 @@ from cosmos_reasoner_ros.bag.files.integrity import verify
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
 from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.bag.files.topics import choose_topics
-from cosmos_reasoner_ros.bag.names import child, safe_name
 from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.bag.replay.plan import bag_paths
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 from cosmos_reasoner_ros.bag.runs.scenario import load_scenario
 from cosmos_reasoner_ros.bag.runs.suite import check_baseline
+from cosmos_reasoner_ros.bag.safe_paths import child, safe_name
 
 CAMERAS = ("/cam/color/image_raw", "/cam/color/image_raw/compressed", "/cam/png/compressed")
 
@@ -263,7 +263,7 @@ def test_qos_in_metadata_that_differs_from_the_storage_loses_nothing(tmp_path: P
 def test_a_bag_without_messages_on_its_camera_topic_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cosmos_reasoner_ros.bag.files.io import typestore
+    from cosmos_reasoner_ros.bag.files.typestore import typestore
     from cosmos_reasoner_ros.bag.files.writer import open_writer
 
     writer = open_writer(tmp_path / "empty")
@@ -304,3 +304,90 @@ def test_scenario_takes_a_media_dir() -> None:
 
     args = build_parser().parse_args(["scenario", "s.yaml", "-o", "out", "--media-dir", "/srv/media"])
     assert args.media_dir == Path("/srv/media")
+
+
+def _zstd_zeros(size: int, declare: bool) -> bytes:
+    """A zstd frame of `size` zero bytes (a few hundred kB), made without holding them in memory; its header
+    declares the size or not."""
+    import zstandard
+
+    compressor = zstandard.ZstdCompressor(write_content_size=declare)
+    stream = compressor.compressobj(size=size if declare else -1)
+    block = bytes(16 << 20)
+    parts = [stream.compress(block[: min(len(block), size - done)]) for done in range(0, size, len(block))]
+    return b"".join([*parts, stream.flush()])
+
+
+def test_message_decompression_is_bounded_by_the_largest_frame(tmp_path: Path) -> None:
+    # rosbag2's per-message zstd compression (compression_mode: message): a crafted message may declare or
+    # hold gigabytes (zeros compress to almost nothing). zstd allocates whatever a frame declares, whatever
+    # output bound it is given: the check and the replay refuse such a message (exit 2) with memory bounded
+    # by the largest frame the node accepts (8K UHD at 8 bytes a pixel; before: 2 GiB a message, and a
+    # declared size beyond that allocated anyway).
+    import tracemalloc
+
+    import zstandard
+    from rosbags.typesys.stores.ros2_kilted import sensor_msgs__msg__Image as Image
+    from support.bags import _header
+
+    from cosmos_reasoner_ros.bag.files.reader import max_message_bytes
+    from cosmos_reasoner_ros.bag.files.typestore import typestore
+    from cosmos_reasoner_ros.bag.files.writer import open_writer
+
+    pixels = np.zeros(12, np.uint8)
+    image = Image(header=_header(1), height=2, width=2, encoding="rgb8", is_bigendian=0, step=6, data=pixels)
+    good = zstandard.ZstdCompressor().compress(bytes(typestore().serialize_cdr(image, Image.__msgtype__)))
+    assert max_message_bytes() < 300 << 20
+    bombs = {"declared 1 GiB": _zstd_zeros(1 << 30, True), "undeclared 400 MB": _zstd_zeros(400 << 20, False)}
+    for name, bomb in bombs.items():
+        bag = tmp_path / name.replace(" ", "_")
+        writer = open_writer(bag)
+        topic = writer.add_topic("/camera/image_raw", "sensor_msgs/msg/Image", typestore())
+        writer.write(topic, 1_000, good)  # the first message of the topic: fine
+        writer.write(topic, 2_000, bomb)
+        writer.close()
+        meta = bag / "metadata.yaml"
+        data = yaml.safe_load(meta.read_text())
+        data["rosbag2_bagfile_information"].update(compression_mode="message", compression_format="zstd")
+        meta.write_text(yaml.safe_dump(data))
+        tracemalloc.start()
+        try:
+            with BagReader(bag) as reader:
+                problems = verify(reader, ["/camera/image_raw"]).problems
+                with pytest.raises(BagError, match="more than any frame"):
+                    for _ in reader.messages(["/camera/image_raw"]):
+                        pass
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert any("decompress to more than any frame" in p for p in problems), (name, problems)
+        assert peak < 400 << 20, (name, peak)
+        assert main(["play", str(bag)]) == 2
+
+
+def test_a_bag_is_read_with_the_types_of_the_distribution_that_recorded_it(tmp_path: Path) -> None:
+    # rosbags has a store per distribution: Jazzy's and Kilted's differ only in nav_msgs/msg/Goals, Humble's
+    # visualization_msgs/msg/Marker lacks the texture fields of later ones (its CDR differs). metadata.yaml
+    # (version 8 on) names the distribution; without it, this process's is used (before: Kilted's always).
+    from rosbags.typesys import Stores, get_typestore
+
+    from cosmos_reasoner_ros.bag.files.typestore import store_of
+    from cosmos_reasoner_ros.ros_compat import ros_distro
+
+    msgs = camera_messages(frames=2, kinds=("raw",))
+    marker = "visualization_msgs/msg/Marker"
+    expected = {d: get_typestore(store_of(d)).types[marker] for d in ("humble", "jazzy", "kilted")}
+    assert expected["humble"] != expected["kilted"]
+    for distro in ("humble", "jazzy", "kilted"):
+        bag = write_mcap_ros2(tmp_path / distro, msgs, 9)
+        meta = bag / "metadata.yaml"
+        meta.write_text(meta.read_text().replace("ros_distro: jazzy", f"ros_distro: {distro}"))
+        with BagReader(bag) as reader:
+            assert reader.ros_distro == distro
+            store, _ = reader.typestore(["/cam/color/image_raw"])
+            assert store.types[marker] == expected[distro]
+            assert ("nav_msgs/msg/Goals" in store.types) == (distro == "kilted")
+    with BagReader(write_mcap_ros2(tmp_path / "bare.mcap", msgs)) as reader:  # no metadata.yaml
+        store, _ = reader.typestore(["/cam/color/image_raw"])
+        assert store.types[marker] == get_typestore(store_of(ros_distro())).types[marker]
+    assert store_of("rolling") == store_of(None) and store_of("Jazzy") == Stores.ROS2_JAZZY

@@ -30,6 +30,7 @@ def test_default_topics_follow_the_node_name() -> None:
 def test_record_cli_captures_results_strings_and_latched_images(tmp_path: Path) -> None:
     import rclpy
     from cosmos_reasoner_ros.msg import ReasonerResult
+    from rclpy.duration import Duration
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
     from std_msgs.msg import String
@@ -50,18 +51,25 @@ def test_record_cli_captures_results_strings_and_latched_images(tmp_path: Path) 
     # Published before the recorder exists: only a transient-local subscription gets it.
     pixels = np.arange(48 * 64 * 3, dtype=np.uint8)
     image_pub.publish(Image(height=48, width=64, encoding="rgb8", step=192, data=pixels.tobytes()))
+    # Started as a shell starts a background job (SIGINT ignored): Ctrl-C still ends the recording.
     proc = subprocess.Popen(
-        cli(
+        [
+            "bash",
+            "-c",
+            'trap "" INT; exec "$@"',
             "record",
-            "-o",
-            str(out),
-            "--node-name",
-            "fake_reasoner",
-            "--duration",
-            "60",
-            "--topics",
-            "/robot/extra",
-        ),
+            *cli(
+                "record",
+                "-o",
+                str(out),
+                "--node-name",
+                "fake_reasoner",
+                "--duration",
+                "60",
+                "--topics",
+                "/robot/extra",
+            ),
+        ],
         env=ros_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -77,7 +85,10 @@ def test_record_cli_captures_results_strings_and_latched_images(tmp_path: Path) 
             text_pub.publish(String(data=f"step {i}"))
             extra_pub.publish(String(data=f"extra {i}"))
             time.sleep(0.05)
-        time.sleep(1.0)  # let the reliable samples arrive before stopping
+        # Every sample acknowledged by the recorder's reliable readers (a sleep sized for a quiet machine was
+        # not enough on a busy one), then the stop: the recorder takes what its readers hold before it closes.
+        for publisher in (result_pub, text_pub, extra_pub, image_pub):
+            assert publisher.wait_for_all_acked(Duration(seconds=30))
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     finally:

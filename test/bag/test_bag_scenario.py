@@ -1,17 +1,19 @@
 """bag.scenario: the shipped example scenario loads (goals, parameters, tolerances, sweep variants); bad
 scenarios name their problem; folders of scenarios and of bags expand in order; the lock-step ingest count
-read from a node's diagnostics values."""
+read from a node's diagnostics values, and the wait for the node's clock to reach the bag's."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
-from cosmos_reasoner_ros.bag.replay.lockstep import camera_progress
+from cosmos_reasoner_ros.bag.replay.lockstep import IngestWatch, camera_progress
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths, schedule
 from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
 from cosmos_reasoner_ros.package_files import config_file
@@ -115,3 +117,90 @@ def test_camera_progress_counts_only_finished_frames() -> None:
     assert camera_progress(values) == ("/cam", 9)  # the tenth is still being handled
     assert camera_progress({**values, "frames_dropped": "2"}) == ("/cam", 10)
     assert camera_progress({"url": "http://x"}) is None  # the server's status
+
+
+class _DiagnosticsNode:
+    """What IngestWatch uses of a node; the test delivers the diagnostics itself."""
+
+    def __init__(self) -> None:
+        self.callback: Any = None
+
+    def create_subscription(self, msg_type: object, topic: str, callback: Any, qos: object) -> object:
+        self.callback = callback
+        return object()
+
+    def destroy_subscription(self, sub: object) -> None:
+        pass
+
+
+def test_the_first_frame_waits_for_the_nodes_clock_to_reach_the_bag(tmp_path: Path) -> None:
+    # Until the node has taken a /clock sample, its diagnostics are stamped 0 (then frames stamped in 2020
+    # look decades ahead and are refused): the replay waits for a stamp in bag time, however long the node
+    # takes on a busy machine, and fails naming the cause when none comes.
+    from builtin_interfaces.msg import Time
+    from diagnostic_msgs.msg import DiagnosticArray
+    from std_msgs.msg import Header
+
+    bag_start = 1_600_000_000_123_000_000
+    node = _DiagnosticsNode()
+    watch = IngestWatch(node)
+
+    def diagnostics(ns: int) -> DiagnosticArray:
+        return DiagnosticArray(header=Header(stamp=Time(sec=ns // 10**9, nanosec=ns % 10**9)))
+
+    node.callback(diagnostics(0))
+    with pytest.raises(BagError, match=r"clock did not reach the bag's start .* no /diagnostics stamped"):
+        watch.wait_clock(bag_start, 0.3)
+    delivered: list[int] = []
+
+    def deliver() -> None:
+        delivered.append(bag_start)
+        node.callback(diagnostics(bag_start))
+
+    late = threading.Timer(1.0, deliver)
+    late.start()
+    watch.wait_clock(bag_start, 60.0)
+    assert delivered  # it returned on the stamp, not before
+    late.join()
+    watch.wait_clock(bag_start - 1, 0.0)  # already there
+    watch.close()
+
+
+def test_a_server_url_with_credentials_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Wherever a replay's server URL is set: refused (exit 2) before a bag is opened or a node started, with
+    # the setting named and the secret never shown (it would be on the node's command line and on
+    # /parameter_events).
+    secret = "http://robot:s3cret@gpu-box:8000/v1"
+    params = tmp_path / "params.yaml"
+    params.write_text(f"reasoner_node:\n  ros__parameters:\n    server_url: '{secret}'\n")
+    bag = str(tmp_path / "absent_bag")
+    cases = [
+        (["--server-url", secret], "--server-url"),
+        (["-p", f"server_url:={secret}"], "-p server_url"),
+        (["-p", f"server_url:='{secret}'"], "-p server_url"),
+        (["--params-file", str(params)], "server_url"),
+    ]
+    for extra, named in cases:
+        out = tmp_path / f"out{len(extra[0])}"
+        assert main(["evaluate", bag, "-o", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert named in err and "must not contain credentials" in err and "<redacted>@gpu-box" in err, err
+        assert "s3cret" not in err and "absent_bag" not in err
+    goals = "goals: [{task: x, at: 1}]\n"
+    bags = tmp_path / "bags" / "one"
+    bags.mkdir(parents=True)
+    (bags / "metadata.yaml").write_text("x")
+    for text in (
+        f"params: {{server_url: '{secret}'}}\n",
+        f"sweep: {{parameter: server_url, values: ['http://a:8000/v1', '{secret}']}}\n",
+        f"params_file: {params}\n",
+    ):
+        scenario = tmp_path / "s.yaml"
+        scenario.write_text(f"bags: [{bags}]\n{goals}{text}")
+        with pytest.raises(BagError, match="must not contain credentials") as caught:
+            load_scenario(scenario)
+        assert "s3cret" not in str(caught.value)
+    assert main(["scenario", str(scenario), "-o", str(tmp_path / "sc"), "--server-url", secret]) == 2
+    assert "s3cret" not in capsys.readouterr().err

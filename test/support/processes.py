@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 from support.paths import ROOT, SHM_PROFILE, TEST_DIR
@@ -83,6 +84,48 @@ def module_cmd(module: str, *args: str) -> list[str]:
 def bag_cli(*args: str) -> list[str]:
     """The `cosmos-reasoner-bag` command line, run from the sources."""
     return module_cmd("cosmos_reasoner_ros.bag.cli", *args)
+
+
+class LineReader:
+    """Reads a child's text pipe on a thread of its own, so that a test waits for a line with a deadline (a
+    bare `readline()` hangs until pytest's timeout when the child dies or stalls before writing it)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._eof = False
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout_s: float, what: str) -> str:
+        """The first line (without its newline) that `predicate` accepts; AssertionError naming `what`, with
+        what was read, after timeout_s or when the pipe closed without it."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                found = next((line.rstrip("\n") for line in self.lines if predicate(line.rstrip("\n"))), None)
+                if found is not None:
+                    return found
+                left = deadline - time.monotonic()
+                if self._eof or left <= 0:
+                    why = "the pipe closed" if self._eof else f"{timeout_s} s passed"
+                    raise AssertionError(f"{why} without {what}; read: {''.join(self.lines)[-2000:]!r}")
+                self._cond.wait(min(left, 0.5))
+
+    def text(self, timeout_s: float = 30.0) -> str:
+        """Everything read, once the pipe has closed (the child exited)."""
+        self._thread.join(timeout_s)
+        with self._cond:
+            return "".join(self.lines)
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.02) -> Any:

@@ -1,4 +1,8 @@
-"""Bag files: opening rosbag2 bags (mcap, sqlite3) with clear errors and the package's message types (io), and
-camera bags made from videos (make). No rclpy."""
+"""Bag files, no rclpy: reading any recording (reader: BagReader, TopicInfo, BagMessage, decompress_message),
+choosing the topics to replay (topics: choose_topics, CameraTopics), the whole-bag check before a replay
+(integrity: check_bag, verify, Integrity), foxglove CompressedVideo decoded to frames (video: VideoDecoder),
+writing bags (writer: open_writer, BagWriter), the message types per ROS 2 distribution (typestore:
+typestore, fresh_typestore, ensure_type) and camera bags made from videos (make: make_bag, MakeOptions).
+The modules are imported on demand (video and make need PyAV and OpenCV)."""
 
-__all__ = ["io", "make"]
+__all__ = ["integrity", "make", "reader", "topics", "typestore", "video", "writer"]

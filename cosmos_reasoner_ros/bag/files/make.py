@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import typestore
+from cosmos_reasoner_ros.bag.files.typestore import typestore
 from cosmos_reasoner_ros.bag.files.writer import open_writer
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}

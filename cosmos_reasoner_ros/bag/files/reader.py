@@ -24,7 +24,15 @@ from rosbags.typesys.store import Typestore
 
 from cosmos_reasoner_ros.bag.errors import BagError
 
-__all__ = ["BagMessage", "BagReader", "TopicInfo", "storage_files"]
+__all__ = [
+    "BagMessage",
+    "BagReader",
+    "TopicInfo",
+    "check_message_size",
+    "decompress_message",
+    "max_message_bytes",
+    "storage_files",
+]
 
 STORAGE_SUFFIXES = (".mcap", ".db3")
 _NO_MESSAGES = 2**63 - 1
@@ -265,6 +273,7 @@ class _Metadata:
     files: tuple[str, ...]
     compression_mode: str  # "", "file" or "message"
     declared: Mapping[str, tuple[str, int]]  # topic -> (type, message_count)
+    ros_distro: str = ""  # the distribution that recorded it (metadata version 8 on), lower case
 
 
 def _read_metadata(path: Path) -> _Metadata:
@@ -284,7 +293,10 @@ def _read_metadata(path: Path) -> _Metadata:
         if str(info["storage_identifier"]) not in ("mcap", "sqlite3"):
             storage = str(info["storage_identifier"])[:40]
             raise BagError(f"{where}: storage {storage!r} is not supported (mcap, sqlite3)")
-        return _Metadata(int(info.get("version", 0)), str(info["storage_identifier"]), files, mode, declared)
+        distro = str(info.get("ros_distro") or "").strip().lower()[:40]
+        return _Metadata(
+            int(info.get("version", 0)), str(info["storage_identifier"]), files, mode, declared, distro
+        )
     except BagError:
         raise
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -412,19 +424,26 @@ class BagReader:
             ((ns, i, topic, data) for ns, topic, data in storage.messages(list(types), start_ns))
             for i, storage in enumerate(self._storages)
         ]
-        decompress = _zstd_decompress if compressed else None
+        decompress = decompress_message if compressed else None
         try:
             for ns, _, topic, data in heapq.merge(*streams, key=lambda m: (m[0], m[1])):
                 yield BagMessage(topic, types[topic], ns, decompress(data) if decompress else bytes(data))
         except CORRUPT as exc:
             raise BagError(f"bag {self.path} is damaged or truncated: {_short(exc)}") from None
 
+    @property
+    def ros_distro(self) -> str:
+        """The distribution the bag says recorded it (metadata.yaml version 8 on), else ""."""
+        return self.metadata.ros_distro if self.metadata is not None else ""
+
     def typestore(self, topics: Collection[str]) -> tuple[Typestore, dict[str, str]]:
-        """A typestore knowing ROS 2 Kilted's types, this package's messages and, for the given topics, the
-        types whose definitions the bag stores; and {type: why it cannot be read} for the ones it cannot."""
+        """A typestore knowing the standard types of the distribution that recorded the bag (else this
+        process's), this package's messages and, for the given topics, the types whose definitions the bag
+        stores; and {type: why it cannot be read} for the ones it cannot."""
         key = frozenset(topics)
         if key not in self._stores:
-            self._stores[key] = _typestore_for([self.topic(t) for t in sorted(topics)])
+            topics_ = [self.topic(t) for t in sorted(topics)]
+            self._stores[key] = _typestore_for(topics_, self.ros_distro or None)
         return self._stores[key]
 
     def close(self) -> None:
@@ -442,22 +461,51 @@ class BagReader:
         self.close()
 
 
-def _zstd_decompress(data: bytes) -> bytes:
+def max_message_bytes() -> int:
+    """The most one recorded message may decompress to: the largest frame the node accepts (8K UHD, clips'
+    DEFAULT_MAX_PIXELS) at 8 bytes a pixel (rgba16), plus 1 MiB for the rest of the message."""
+    from cosmos_reasoner_ros.clips import DEFAULT_MAX_PIXELS
+
+    return DEFAULT_MAX_PIXELS * 8 + (1 << 20)
+
+
+def decompress_message(data: bytes) -> bytes:
+    """One message of a bag compressed per message (rosbag2's zstd `message` mode), never larger than
+    max_message_bytes(): a crafted frame declaring gigabytes is refused before anything is allocated (zstd
+    allocates what a frame declares, whatever the output bound), one that declares nothing is cut there."""
     import zstandard
 
-    return zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
+    limit = max_message_bytes()
+    declared = zstandard.frame_content_size(data)  # -1: not declared
+    if declared > limit:
+        raise BagError(f"a message declares {declared} bytes uncompressed, more than any frame ({limit})")
+    try:
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=limit)
+    except zstandard.ZstdError as exc:
+        if declared < 0 and "did not decompress full frame" in str(exc):
+            raise BagError(f"a message decompresses to more than any frame ({limit} bytes)") from None
+        raise
 
 
-def _typestore_for(topics: list[TopicInfo]) -> tuple[Typestore, dict[str, str]]:
-    from cosmos_reasoner_ros.bag.files.io import fresh_typestore
+def check_message_size(data: bytes) -> None:
+    """decompress_message's bound, checked without decompressing where the frame declares its size (rosbag2's
+    compressor always does); BagError when it is broken."""
+    import zstandard
 
-    store = fresh_typestore()
+    if zstandard.frame_content_size(data) < 0 or zstandard.frame_content_size(data) > max_message_bytes():
+        decompress_message(data)
+
+
+def _typestore_for(topics: list[TopicInfo], distro: str | None) -> tuple[Typestore, dict[str, str]]:
+    from cosmos_reasoner_ros.bag.files.typestore import fresh_typestore
+
+    store = fresh_typestore(distro)
     problems: dict[str, str] = {}
     for t in topics:
         if t.msgtype in store.types or t.msgtype in problems:
             continue  # a known type keeps its own definition (bags carry placeholders: rosbag2's talker)
         if not t.definition_format:  # (an empty definition is an empty message: std_msgs/Empty)
-            problems[t.msgtype] = "not a ROS 2 Kilted type, and the bag stores no definition of it"
+            problems[t.msgtype] = "not a standard ROS 2 type, and the bag stores no definition of it"
             continue
         try:
             if t.definition_format == "idl":

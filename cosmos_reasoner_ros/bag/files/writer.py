@@ -132,7 +132,10 @@ class BagWriter:
         shutil.rmtree(self.path, ignore_errors=True)
 
     def _write_metadata(self) -> None:
-        """metadata.yaml as rosbag2 writes version 9 (Kilted), so that ros2 bag and rosbags read the bag."""
+        """metadata.yaml as rosbag2 writes version 9, so that ros2 bag and rosbags read the bag; it names the
+        distribution this process runs on (its typestore wrote the definitions)."""
+        from cosmos_reasoner_ros.ros_compat import ros_distro
+
         name = f"{self.path.name}_0.mcap"
         start = self._first or 0
         duration = self._last - start if self._first is not None else 0
@@ -168,7 +171,7 @@ class BagWriter:
                 }
             ],
             "custom_data": {},
-            "ros_distro": "kilted",
+            "ros_distro": ros_distro(),
         }
         text = yaml.dump({"rosbag2_bagfile_information": info}, Dumper=_NoAliases, sort_keys=False)
         (self.path / "metadata.yaml").write_text(text, encoding="utf-8")

@@ -22,10 +22,8 @@ from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.files.integrity import Integrity, check_bag
-from cosmos_reasoner_ros.bag.files.io import typestore
 from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.bag.files.topics import CameraTopics, choose_topics
-from cosmos_reasoner_ros.bag.names import child, safe_name
 from cosmos_reasoner_ros.bag.records import ResultRecord, record_from_msg
 from cosmos_reasoner_ros.bag.replay.node_process import (
     NodeCamera,
@@ -41,6 +39,7 @@ from cosmos_reasoner_ros.bag.replay.node_process import (
 )
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, bag_label, schedule
 from cosmos_reasoner_ros.bag.replay.reason_goals import ReasonGoals
+from cosmos_reasoner_ros.bag.safe_paths import child, safe_name
 
 __all__ = ["BagRunInfo", "bag_id", "evaluate_bags", "prepare_bag", "read_recorded"]
 
@@ -116,7 +115,7 @@ def _run_bag(
 
     from cosmos_reasoner_ros.action import Reason
     from cosmos_reasoner_ros.bag.replay.lockstep import IngestWatch
-    from cosmos_reasoner_ros.bag.replay.play import MATCH_SETTLE_S, Player, PlayOptions
+    from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions
     from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
 
     options, out = shared.options, shared.out
@@ -199,7 +198,10 @@ def _run_bag(
                 if time.monotonic() > deadline:
                     raise BagError(f"reasoner_node did not subscribe to {what}")
                 time.sleep(0.05)
-        time.sleep(MATCH_SETTLE_S)  # the clock's first samples reach the node before the first frame
+        # Until the node has taken a /clock sample its clock reads 0, and frames stamped in the bag's time are
+        # refused as stamped decades ahead: the first frame goes out once the node's own diagnostics carry a
+        # stamp in bag time (they tick on the steady clock, stamped with the node's clock).
+        watch.wait_clock(player.first_ns, max(10.0, deadline - time.monotonic()), handle.check_alive)
         if options.record:
             topics = [
                 t if t != "/diagnostics" else f"{namespace}/diagnostics" for t in default_topics(node_fqn)
@@ -417,7 +419,7 @@ def read_recorded(results_bag: Path) -> list[ResultRecord]:
                 f"bag {results_bag} has no ReasonerResult topic; it has: {reader.describe_topics()}"
             )
         check_bag(reader, topics)
-        store = typestore()
+        store, _ = reader.typestore(topics)  # the recording distribution's types
         start = reader.start_ns
         return [
             record_from_msg(store.deserialize_cdr(m.data, m.msgtype), (m.log_ns - start) / 1e9)

@@ -40,13 +40,15 @@ def camera_progress(values: dict[str, str]) -> tuple[str, int] | None:
 
 class IngestWatch:
     """Subscribes to the node's /diagnostics; `wait(topic, n)` returns once n frames of that image topic have
-    been handled (buffered, skipped or dropped)."""
+    been handled (buffered, skipped or dropped), `wait_clock(ns)` once the node's clock has reached `ns` (the
+    node stamps its diagnostics with its own clock: with use_sim_time, the newest /clock it has taken)."""
 
     def __init__(self, node: Any, topic: str = "/diagnostics") -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.qos import QoSProfile, ReliabilityPolicy
 
         self._handled: dict[str, int] = {}
+        self._stamp_ns = 0  # the newest header stamp of the node's diagnostics
         self._cond = threading.Condition()
         self._node = node
         self._sub = node.create_subscription(
@@ -57,7 +59,9 @@ class IngestWatch:
         )
 
     def _on_diagnostics(self, msg: Any) -> None:
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         with self._cond:
+            self._stamp_ns = max(self._stamp_ns, stamp_ns)
             for status in msg.status:
                 progress = camera_progress({kv.key: kv.value for kv in status.values})
                 if progress is not None:
@@ -82,6 +86,24 @@ class IngestWatch:
                     raise BagError(
                         f"lock-step: reasoner_node handled {have} of {count} frames of {topic} within "
                         f"{timeout_s:.0f} s (frames lost between the player and the node?)"
+                    )
+                self._cond.wait(min(left, 0.5))
+                alive()
+
+    def wait_clock(
+        self, ns: int, timeout_s: float, alive: Callable[[], None] = lambda: None, what: str = "reasoner_node"
+    ) -> None:
+        """Block until the node's diagnostics carry a stamp at or after `ns`; BagError after timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._stamp_ns < ns:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    seen = f"its newest stamp {self._stamp_ns / 1e9:.3f} s" if self._stamp_ns else "none"
+                    raise BagError(
+                        f"{what}'s clock did not reach the bag's start ({ns / 1e9:.3f} s since the epoch) "
+                        f"within {timeout_s:.0f} s: no /diagnostics stamped in bag time ({seen}); does it "
+                        "run with use_sim_time and see the player's /clock?"
                     )
                 self._cond.wait(min(left, 0.5))
                 alive()

@@ -3,6 +3,7 @@ diagnostics), its command line (with a namespace when several bags play at once)
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from typing import Protocol
 import yaml
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, server_url_problem
 from cosmos_reasoner_ros.package_files import package_file
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "namespaced_params_file",
     "node_command",
     "node_parameters",
+    "yaml_string",
 ]
 
 
@@ -36,7 +38,11 @@ def default_params_file() -> Path | None:
     return package_file("config", "reasoner.yaml")
 
 
-_EMPTY = "''"  # a YAML empty string: rcl rejects `name:=` with nothing after it
+def yaml_string(text: str | Path) -> str:
+    """`text` as one YAML string for `-p name:=value` (rcl parses the value as YAML): a JSON string, which
+    YAML reads as written. Raw, `out/run #1` was `out/run` (the rest a comment), `a: b` a mapping, an empty
+    value nothing (rcl rejects `name:=` with nothing after it), `true` a bool."""
+    return json.dumps(str(text))
 
 
 def _simultaneous(options: EvalOptions) -> int:
@@ -68,19 +74,19 @@ def node_parameters(options: EvalOptions, cameras: Sequence[NodeCamera], media_d
     in_flight = max(_simultaneous(options), options.in_flight)
     params = [
         "use_sim_time:=true",
-        f"server_url:={options.server_url}",
+        f"server_url:={yaml_string(options.server_url)}",
         f"cameras:=[{','.join(c.name for c in cameras)}]",
     ]
     for c in cameras:
         params += [
-            f"camera.{c.name}.topic:={c.topic}",
+            f"camera.{c.name}.topic:={yaml_string(c.topic)}",
             f"camera.{c.name}.compressed:={'true' if c.compressed else 'false'}",
-            f"camera.{c.name}.depth_topic:={c.depth_topic or _EMPTY}",
-            f"camera.{c.name}.camera_info_topic:={c.info_topic or _EMPTY}",
+            f"camera.{c.name}.depth_topic:={yaml_string(c.depth_topic)}",
+            f"camera.{c.name}.camera_info_topic:={yaml_string(c.info_topic)}",
         ]
     return [
         *params,
-        f"media_dir:={media_dir}",
+        f"media_dir:={yaml_string(media_dir)}",
         "trigger_period_s:=0.0",
         "image_qos:=reliable",
         f"max_in_flight:={in_flight}",
@@ -102,6 +108,9 @@ def check_params_file(path: Path) -> None:
     for node, block in data.items():
         if not isinstance(block, dict) or not isinstance(block.get("ros__parameters"), dict):
             raise BagError(f"node parameters {path}: {str(node)[:80]!r} needs a ros__parameters mapping")
+        problem = server_url_problem(block["ros__parameters"].get("server_url"), f"{path}: server_url")
+        if problem:
+            raise BagError(problem)
 
 
 def namespaced_params_file(params_file: Path, namespace: str, node_name: str, out: Path) -> Path:

@@ -10,8 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.errors import credentials_problem
 
-__all__ = ["EvalOptions", "Goal", "TaskSpec", "bag_label", "bag_paths", "schedule", "trigger_times"]
+__all__ = [
+    "EvalOptions",
+    "Goal",
+    "TaskSpec",
+    "bag_label",
+    "bag_paths",
+    "schedule",
+    "server_url_problem",
+    "trigger_times",
+]
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,33 @@ class EvalOptions:
     verbose: bool = True  # say on stderr which topics were chosen (and what could not be checked)
     media_dir: Path | None = None  # where the node writes clips (the server must read it); a folder per bag
 
+    def __post_init__(self) -> None:
+        # Refused before any node starts: the URL would be on the node's command line (ps) and on
+        # /parameter_events, and the node would only then exit.
+        problem = server_url_problem(self.server_url, "--server-url")
+        for item in self.params:
+            name, _, value = item.partition(":=")
+            if name.strip() == "server_url":
+                problem = problem or server_url_problem(value, "-p server_url", parse=True)
+        if problem:
+            raise BagError(problem)
+
     def goal_list(self) -> tuple[Goal, ...]:
         """The goals, or each task at the given times (every period)."""
         return self.goals or tuple(Goal(spec, self.at_s, self.period_s) for spec in self.tasks)
+
+
+def server_url_problem(value: object, where: str, parse: bool = False) -> str:
+    """The problem of a server URL with credentials (user:password@) given to the replayed node, named by
+    where it was set and never quoted with its secret; "" when there is none. parse: `value` is YAML text (a
+    `-p` value)."""
+    if parse and isinstance(value, str):
+        import contextlib
+
+        import yaml
+
+        with contextlib.suppress(yaml.YAMLError):  # (the node names a value it cannot read)
+            value = yaml.safe_load(value)
+    if not isinstance(value, str):
+        return ""
+    return credentials_problem(where, value)

@@ -15,7 +15,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rosbags.typesys.store import Typestore
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.files.io import ensure_type, typestore
+from cosmos_reasoner_ros.bag.files.typestore import ensure_type, typestore
 from cosmos_reasoner_ros.bag.files.writer import open_writer
 from cosmos_reasoner_ros.bag.replay.play import message_class
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from cosmos_reasoner_ros.bag.judge.compare import Verdict, judge
 from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances
-from cosmos_reasoner_ros.bag.names import safe_name
 from cosmos_reasoner_ros.bag.records import ResultRecord, write_records
 from cosmos_reasoner_ros.bag.report.comparison import comparison_plots, comparison_section, verdict_section
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex, annotated_frame, difference_frame, save_image
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles, bag_table, write_report
+from cosmos_reasoner_ros.bag.safe_paths import safe_name
 
 __all__ = ["RunResult", "finish_run", "summary_lines"]
 

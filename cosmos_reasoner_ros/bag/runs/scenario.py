@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.names import safe_name
-from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths
+from cosmos_reasoner_ros.bag.replay.node_process import check_params_file
+from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths, server_url_problem
+from cosmos_reasoner_ros.bag.safe_paths import safe_name
 
 __all__ = ["Scenario", "Variant", "load_scenario", "scenario_files"]
 
@@ -213,6 +214,8 @@ def load_scenario(path: Path) -> Scenario:
         if not _PARAMETER.match(str(key)):
             raise BagError(f"{where}: params: {str(key)[:80]!r} is not a ROS parameter name")
     params = tuple(_param(str(k), v) for k, v in params_value.items())
+    if problem := server_url_problem(params_value.get("server_url"), f"{where}: params: server_url"):
+        raise BagError(problem)
     tolerances = data.get("tolerances") or {}
     if not isinstance(tolerances, Mapping):
         raise BagError(f"{where}: tolerances must be a mapping (the layout of config/tolerances.yaml)")
@@ -230,6 +233,10 @@ def load_scenario(path: Path) -> Scenario:
         values = tuple(sweep["values"])
         if len({_value_text(v) for v in values}) != len(values):
             raise BagError(f"{where}: sweep.values must be distinct")
+        if parameter == "server_url":
+            for i, value in enumerate(values):
+                if problem := server_url_problem(value, f"{where}: sweep.values[{i}]"):
+                    raise BagError(problem)
     lock_step = data.get("lock_step", True)
     if not isinstance(lock_step, bool):
         raise BagError(f"{where}: lock_step must be true or false")
@@ -246,13 +253,16 @@ def load_scenario(path: Path) -> Scenario:
     if not name.strip():
         raise BagError(f"{where}: name must not be empty")
     cameras = _topics(data, "camera_topics", where) or _topics(data, "image_topic", where)
+    params_file = rel(data["params_file"], "params_file") if data.get("params_file") else None
+    if params_file is not None:
+        check_params_file(params_file)  # every scenario's, before the first one runs
     return Scenario(
         name=name,
         path=path,
         bags=bags,
         goals=goals,
         params=params,
-        params_file=rel(data["params_file"], "params_file") if data.get("params_file") else None,
+        params_file=params_file,
         cameras=cameras,
         infos=_topics(data, "info_topics", where),
         depths=_topics(data, "depth_topics", where),

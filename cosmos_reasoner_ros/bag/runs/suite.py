@@ -11,7 +11,6 @@ from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances, load_tolerances
-from cosmos_reasoner_ros.bag.names import child
 from cosmos_reasoner_ros.bag.records import ResultRecord, load_records, results_file
 from cosmos_reasoner_ros.bag.replay.evaluate import evaluate_bags, read_recorded
 from cosmos_reasoner_ros.bag.replay.node_process import NodeStarter
@@ -21,6 +20,7 @@ from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles
 from cosmos_reasoner_ros.bag.runs.finish import RunResult, finish_run
 from cosmos_reasoner_ros.bag.runs.scenario import Scenario
+from cosmos_reasoner_ros.bag.safe_paths import child
 
 __all__ = ["SuiteRun", "check_baseline", "run_bags", "run_scenario"]
 

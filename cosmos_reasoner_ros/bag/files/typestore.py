@@ -1,6 +1,7 @@
-"""The message types the bag tools know: ROS 2 Kilted's standard types plus this package's messages, found
-as .msg files of installed packages (no ROS import: rosbags reads and writes the CDR itself). Reading bags:
-reader.py; writing them: writer.py."""
+"""The typestore: the message types the bag tools know, a ROS 2 distribution's standard types (rosbags' store
+of that distribution: the one this process runs on, or the one a bag says it was recorded with) plus this
+package's messages, found as .msg files of installed packages (no ROS import: rosbags reads and writes the CDR
+itself). Reading bags: reader.py; writing them: writer.py."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from rosbags.typesys.store import Typestore
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.package_files import PACKAGE, share_dirs
+from cosmos_reasoner_ros.ros_compat import ros_distro
+
+__all__ = ["IMAGE_TYPES", "ensure_type", "fresh_typestore", "store_of", "typestore"]
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 
@@ -56,16 +60,26 @@ def _nested_types(desc: object) -> Iterator[str]:
                 yield from _nested_types(item)
 
 
-@functools.lru_cache(maxsize=1)
-def typestore() -> Typestore:
-    """ROS 2 Kilted's standard types plus this package's messages (shared: never register a bag's types in
+def store_of(distro: str | None = None) -> Stores:
+    """rosbags' store of a ROS 2 distribution's standard types (None or one rosbags does not know: this
+    process's distribution; Kilted's when rosbags knows neither)."""
+    for name in (distro, ros_distro()):
+        key = f"ROS2_{(name or '').strip().upper()}"
+        if key in Stores.__members__:
+            return Stores[key]
+    return Stores.ROS2_KILTED
+
+
+@functools.lru_cache(maxsize=8)
+def typestore(distro: str | None = None) -> Typestore:
+    """A distribution's standard types plus this package's messages (shared: never register a bag's types in
     it; a bag's own types go into `fresh_typestore()`)."""
-    return fresh_typestore()
+    return fresh_typestore(distro)
 
 
-def fresh_typestore() -> Typestore:
-    """A new store of ROS 2 Kilted's standard types plus this package's messages."""
-    store = get_typestore(Stores.ROS2_KILTED)
+def fresh_typestore(distro: str | None = None) -> Typestore:
+    """A new store of a distribution's standard types (store_of) plus this package's messages."""
+    store = get_typestore(store_of(distro))
     for name in ("BoundingBox2D", "TimeSegment", "Trajectory2D", "ReasonerResult"):
         ensure_type(store, f"{PACKAGE}/msg/{name}")
     return store
