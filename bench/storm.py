@@ -36,6 +36,7 @@ from support.processes import bench_domain, wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
+from cosmos_reasoner_ros.server import group_members
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", bench_domain())
@@ -225,18 +226,6 @@ def lifecycle_storm(goals: int = 160, deactivate_after_s: float = 1.5) -> dict[s
         }
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
 def supervisor_faults(grace_s: float = 10.0) -> dict[str, Any]:
     """On the vLLM CPU tier: a frozen server (SIGSTOP of its group) and a SIGKILLed supervisor."""
     from support import vllm_tier
@@ -250,7 +239,7 @@ def supervisor_faults(grace_s: float = 10.0) -> dict[str, Any]:
     try:
         figures["start_s"] = round(first.start_s, 1)
         pid = int(first.ready["pid"])
-        figures["processes_in_vllm_group"] = len(_group_members(pid))
+        figures["processes_in_vllm_group"] = len(group_members(pid))
         frozen = time.monotonic()
         os.killpg(pid, signal.SIGSTOP)
         first.ready = first.wait_ready(600, after_starts=int(first.ready["starts"]))
@@ -261,10 +250,10 @@ def supervisor_faults(grace_s: float = 10.0) -> dict[str, Any]:
         assert supervisor is not None
         killed = time.monotonic()
         os.kill(supervisor, signal.SIGKILL)
-        while _group_members(pid) and time.monotonic() - killed < 120:
+        while group_members(pid) and time.monotonic() - killed < 120:
             time.sleep(0.1)
         figures["supervisor_sigkill_to_no_vllm_process_s"] = round(time.monotonic() - killed, 2)
-        figures["vllm_processes_left"] = len(_group_members(pid))
+        figures["vllm_processes_left"] = len(group_members(pid))
         figures["ready_file_left"] = first.ready_file.exists()
         again = vllm_tier.SupervisedServer(port=first.port, overrides=overrides)
         started = time.monotonic()

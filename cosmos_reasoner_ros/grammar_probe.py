@@ -5,7 +5,7 @@ environment, or a CI environment per backend version): it imports nothing of the
 library and the backends (xgrammar, llguidance) it finds. Reads a JSON request on stdin, writes a JSON report
 on stdout:
   in:  {"schemas": {name: schema}, "backends": ["xgrammar", "llguidance"], "tokenizer": dir or null,
-        "vocab_size": int or null, "vllm_front_end": bool}
+        "vocab_size": int or null, "vllm_front_end": bool, "parent": the caller's pid (optional)}
   out: {"python": version, "backends": {"xgrammar": {"version": "0.2.8", "results": {name: result}}},
         "missing": {backend: why}}
   result: {"ok": bool, "error": str, "stage": "front_end" | "compile", "whitespace": "free" | "none"}
@@ -15,14 +15,17 @@ Each schema is compiled twice, with free whitespace and without (vLLM's disable_
 cache, in the FSM hashing it feeds), `any_whitespace` and, where the compiler takes them, the compact
 separators; llguidance's LLMatcher on `grammar_from_json_schema` with `whitespace_flexible`. Without a
 tokenizer directory the vocabulary is the 256 bytes plus an end token: what can fail to compile is the
-grammar, whatever the vocabulary.
+grammar, whatever the vocabulary. The probe exits when the process that started it is gone.
 """
 
 import importlib
 import importlib.metadata
 import inspect
 import json
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +124,25 @@ def _llguidance(schemas: dict[str, Any], tok: Any, vocab_size: int | None) -> di
     return {"version": importlib.metadata.version("llguidance"), "results": results}
 
 
+def _end_with_parent(parent: int) -> None:
+    """Exit as soon as the process that started the probe is gone (a supervisor SIGKILLed during its start):
+    an orphaned probe, a Python that may have imported vLLM, would otherwise run on to its last compilation.
+    A thread, so that a long import or compilation does not delay it."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main() -> int:
+    parent = os.getppid()
+    _end_with_parent(parent)
     request = json.load(sys.stdin)
+    if request.get("parent") not in (None, parent):  # started by a process that is gone already
+        return 3
     schemas: dict[str, Any] = request["schemas"]
     report: dict[str, Any] = {"python": sys.version.split()[0], "backends": {}, "missing": {}}
     try:

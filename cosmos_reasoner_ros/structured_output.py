@@ -15,8 +15,11 @@ the node's requests will use (vLLM caches compiled grammars by the schema's text
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +50,7 @@ BACKENDS = ("xgrammar", "llguidance")
 # compile a JSON-schema string pattern with a counted repeat above 128 (mlc-ai/xgrammar#863, fixed in 0.2.9):
 # vLLM accepts the request, its engine fails to compile the grammar (0.19-0.25: the engine dies).
 REPEAT_LIMIT = 128
+_CANCEL_POLL_S = 0.2  # how often a running compile_check looks at its cancel event
 # The thinking switch of Qwen3-style chat templates; vLLM drops it silently where the template has none.
 THINKING_OFF = {"enable_thinking": False}
 _REPEAT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
@@ -136,29 +140,46 @@ def compile_check(
     vllm_front_end: bool = False,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 300.0,
+    cancel: threading.Event | None = None,
 ) -> CompileReport:
     """Compile `schemas` ({task: schema}) with `backends` in the Python `python` (grammar_probe.py runs there:
     a backend that aborts cannot take the caller down, and xgrammar's torch stays out of the caller's memory).
-    Raises ValueError when the probe cannot run or gives no report."""
+    Raises ValueError when the probe cannot run, gives no report, or is cancelled (`cancel` set: the probe,
+    a Python that may have imported vLLM, is killed, not left to finish)."""
     request = {
         "schemas": dict(schemas),
         "backends": list(backends),
         "tokenizer": str(tokenizer) if tokenizer else None,
         "vocab_size": vocab_size,
         "vllm_front_end": vllm_front_end,
+        "parent": os.getpid(),  # the probe ends itself when this process is gone (even SIGKILLed)
     }
     try:
-        done = subprocess.run(
+        probe = subprocess.Popen(
             [str(python), str(PROBE)],
-            input=json.dumps(request),
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout_s,
             env=dict(env) if env is not None else None,
-            check=False,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         raise ValueError(f"the grammar check could not run in {python}: {exc}") from None
+    deadline = time.monotonic() + timeout_s
+    sent: str | None = json.dumps(request)
+    while True:
+        try:
+            stdout, stderr = probe.communicate(sent, timeout=_CANCEL_POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            sent = None  # sent on the first call; a retry continues where it stopped
+            why = "cancelled" if cancel is not None and cancel.is_set() else ""
+            why = why or (f"timed out after {timeout_s:g} s" if time.monotonic() >= deadline else "")
+            if why:
+                probe.kill()
+                probe.communicate()
+                raise ValueError(f"the grammar check in {python} {why}") from None
+    done = subprocess.CompletedProcess(probe.args, probe.returncode, stdout, stderr)
     try:
         report = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

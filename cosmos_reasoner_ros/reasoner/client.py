@@ -264,7 +264,7 @@ class ReasonerClient:
                     continue
                 if kind == "error":
                     failure = _classify(payload, self.settings.base_url, mid_stream=acc.started)
-                    raise _grammar_failure(request, failure, acc.started) or failure from payload
+                    raise _grammar_failure(request, failure, acc.started, self.health) or failure from payload
                 if kind == "response":
                     return acc.from_response(payload, time.monotonic() - start)
                 if kind == "chunk":
@@ -274,7 +274,7 @@ class ReasonerClient:
                 try:
                     return acc.finish(time.monotonic() - start)  # kind == "end"
                 except ServerUnavailable as ended:
-                    raise _grammar_failure(request, ended, acc.started) or ended from None
+                    raise _grammar_failure(request, ended, acc.started, self.health) or ended from None
         finally:
             abort.set()
 
@@ -439,30 +439,39 @@ _GRAMMAR_WORDS = re.compile(r"grammar|json schema|xgrammar|guidance|structured o
 
 
 def _grammar_failure(
-    request: ChatRequest, failure: ReasonerError | _RetryableError, started: bool
+    request: ChatRequest,
+    failure: ReasonerError | _RetryableError,
+    started: bool,
+    healthy: Callable[[], bool],
 ) -> GrammarError | None:
     """The failure as a GrammarError when it can only be the request's grammar: a request with structured
     output that failed before its first token with a server failure (HTTP 500, an error event, or a stream
     that ended without an answer or a finish reason: vLLM 0.26-0.31's way of ending a request whose grammar
-    its engine could not compile), or a 4xx whose message is about the grammar."""
+    its engine could not compile) while the server stays healthy, or a 4xx whose message is about the
+    grammar. A server failure while /health does not answer 200 right after is the server's own (an engine
+    crash, an OOM, the watchdog restarting a frozen server): it keeps its kind and its retries."""
     if not request.structured or started:
         return None
     final = failure.final if isinstance(failure, _RetryableError) else failure
     task = f"task {request.task}: " if request.task else ""
-    if isinstance(final, ServerError) and final.status_code in (None, 500):
+    if isinstance(final, RequestRejected):
+        if _GRAMMAR_WORDS.search(str(final)):
+            return GrammarError(f"{task}the server refused the request's structured output: {final}")
+        return None
+    server_failed = isinstance(final, ServerError) and final.status_code in (None, 500)
+    ended_early = isinstance(final, ServerUnavailable) and "finish reason" in str(final)
+    if not (server_failed or ended_early) or not healthy():
+        return None
+    if server_failed:
         return GrammarError(
             f"{task}the server failed on the request's structured output before its first token ({final}); "
             "vLLM logs the grammar backend's reason as 'Failed to compile grammar'"
         )
-    if isinstance(final, ServerUnavailable) and "finish reason" in str(final):
-        return GrammarError(
-            f"{task}the server ended the answer before its first token without a finish reason: how vLLM "
-            "0.26-0.31 end a request whose grammar their engine could not compile (their log: 'Failed to "
-            "compile grammar')"
-        )
-    if isinstance(final, RequestRejected) and _GRAMMAR_WORDS.search(str(final)):
-        return GrammarError(f"{task}the server refused the request's structured output: {final}")
-    return None
+    return GrammarError(
+        f"{task}the server ended the answer before its first token without a finish reason: how vLLM "
+        "0.26-0.31 end a request whose grammar their engine could not compile (their log: 'Failed to "
+        "compile grammar')"
+    )
 
 
 def _classify(err: BaseException, where: str, mid_stream: bool = False) -> ReasonerError | _RetryableError:

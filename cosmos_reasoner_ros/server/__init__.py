@@ -3,8 +3,10 @@
 settings.py (config/server.yaml), versions.py (what each vLLM release accepts, derived from its wheel),
 detect.py (which vLLM the executable runs), command.py (argv and environment), supervisor.py (the process
 group), watchdog.py and reaper.py (the group dies with the supervisor, stale leftovers, frozen servers),
-grammar_check.py (the structured tasks' schemas compiled by vLLM's own backend at start), warmup.py (before
-READY: the thinking switch, warm-up requests), cli.py (the command line), errors.py (failures and exit codes).
+grammar_check.py (the structured tasks' schemas compiled by vLLM's own backend at start), template_check.py
+(before READY: the chat template's thinking switch), warmup.py (before READY: warm-up requests), http.py (HTTP
+to the server: /health, JSON POSTs a stop does not wait for), cli.py (the command line), errors.py (failures
+and exit codes).
 Imports nothing of the package but package_files and structured_output: a server host needs neither ROS nor
 the node.
 """
@@ -15,6 +17,7 @@ from cosmos_reasoner_ros.server.errors import SupervisorError
 from cosmos_reasoner_ros.server.settings import ServerSettings, load_settings
 from cosmos_reasoner_ros.server.supervisor import Supervisor
 from cosmos_reasoner_ros.server.versions import VIDEO_KWARGS_MODES, video_kwargs_mode, video_kwargs_refusals
+from cosmos_reasoner_ros.server.watchdog import group_members
 
 __all__ = [
     "VIDEO_KWARGS_MODES",
@@ -25,6 +28,7 @@ __all__ = [
     "SupervisorError",
     "build_command",
     "detect_version",
+    "group_members",
     "load_settings",
     "video_kwargs_mode",
     "video_kwargs_refusals",

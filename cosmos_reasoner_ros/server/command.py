@@ -29,7 +29,9 @@ _SECRET_NAME = re.compile(
     r"(?:^|_)(?:[A-Z0-9]*(?:KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|CREDENTIALS?)|PASS|AUTH|PAT)(?:_|$)",
     re.I,
 )
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+# Greedy to the last '@' before the path: a password may hold '@' (`http://u:p@ss@host` keeps nothing of it),
+# as errors.shown_url splits at the last one.
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]+@")
 _SECRET_FLAGS = ("--api-key",)
 
 

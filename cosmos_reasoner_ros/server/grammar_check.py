@@ -45,8 +45,9 @@ def structured_tasks(settings: ServerSettings) -> dict[str, TaskGrammar]:
 
 @dataclass
 class GrammarCheck:
-    """Runs the check on a thread of its own (beside vLLM's start), `result()` waits for it: the notes to log,
-    or ConfigError naming every task that fails."""
+    """Runs the check on a thread of its own (beside vLLM's start): `done` says when it has finished,
+    `result()` waits for it: the notes to log, or ConfigError naming every task that fails. `close()` ends it
+    (the probe process is killed), so that it never outlives the supervisor."""
 
     settings: ServerSettings
     grammars: Mapping[str, TaskGrammar]
@@ -58,11 +59,23 @@ class GrammarCheck:
     def __post_init__(self) -> None:
         self._notes: list[str] = []
         self._error: ConfigError | None = None
+        self._cancel = threading.Event()
         self._thread = threading.Thread(target=self._run, name="grammar-check", daemon=True)
 
     def start(self) -> GrammarCheck:
         self._thread.start()
         return self
+
+    @property
+    def done(self) -> bool:
+        """The check has finished: result() returns (or raises) at once."""
+        return self._thread.ident is not None and not self._thread.is_alive()
+
+    def close(self) -> None:
+        """Stop the check: its probe (a Python that may have imported vLLM) is killed, not left running."""
+        self._cancel.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=10.0)
 
     def result(self, stop: threading.Event | None = None) -> list[str]:
         """The notes, once the check is done (ConfigError when it found failures); not waited for beyond its
@@ -97,7 +110,13 @@ class GrammarCheck:
         schemas = {name: g.json_schema for name, g in self.grammars.items()}
         try:
             report = compile_check(
-                schemas, self.python, backends, vllm_front_end=True, env=self.env, timeout_s=self.timeout_s
+                schemas,
+                self.python,
+                backends,
+                vllm_front_end=True,
+                env=self.env,
+                timeout_s=self.timeout_s,
+                cancel=self._cancel,
             )
         except ValueError as exc:
             return [f"grammar check: {exc}"], None

@@ -7,7 +7,7 @@ its standard input whose writing end only the supervisor holds. The supervisor w
 supervisor is gone: ended normally (it cleared the group first), or killed (SIGKILL, the OOM killer, `ros2
 launch` escalating): the reaper then stops the group it was last told of, SIGTERM (with SIGCONT, so that a
 stopped group sees it) and SIGKILL after the grace, removes the ready file when it still names the dead
-supervisor, and exits.
+supervisor (its pid and start time: the mark the supervisor passed), and exits.
 
 Why a pipe and not prctl(PR_SET_PDEATHSIG): the parent-death signal fires when the *thread* that started the
 child ends, is lost across the ROS wheels' re-exec, needs `preexec_fn` (unsafe in a threaded program), and
@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 GROUP_POLL_S = 0.1
@@ -39,26 +40,32 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def stop_group(pgid: int, grace_s: float) -> None:
+def stop_group(pgid: int, grace_s: float, running: Callable[[int], bool] = group_alive) -> bool:
     """SIGTERM (and SIGCONT: a stopped process acts on SIGTERM only once it runs) to the group, SIGKILL to
-    whatever is left of it after grace_s."""
+    whatever is left of it after grace_s. `running(pgid)` says whether anything of the group is left (the
+    supervisor, the parent of the group's leader, asks without reaping it: the leader's zombie keeps the
+    group's id from being reused until the group is gone). True when the group ended within the grace."""
     for sig in (signal.SIGTERM, signal.SIGCONT):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
-            return
+            return True
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and group_alive(pgid):
+    while running(pgid):
+        if time.monotonic() >= deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            return False
         time.sleep(GROUP_POLL_S)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
+    return True
 
 
-def remove_ready_file(path: str, supervisor_pid: int) -> None:
-    """The ready file, only when it is still the dead supervisor's (a new one may have written its own)."""
+def remove_ready_file(path: str, supervisor: str) -> None:
+    """The ready file, only when it is still the dead supervisor's: its mark (`<pid>:<start ticks>`) names
+    that very process; a new supervisor that got the same pid has another start time."""
     with contextlib.suppress(OSError, ValueError):
         record = json.loads(Path(path).read_text(encoding="utf-8"))
-        if isinstance(record, dict) and record.get("supervisor_pid") == supervisor_pid:
+        if isinstance(record, dict) and record.get("supervisor") == supervisor:
             Path(path).unlink()
 
 
@@ -69,7 +76,7 @@ def say(message: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    supervisor_pid, grace_s = int(argv[0]), float(argv[1])
+    supervisor, grace_s = argv[0], float(argv[1])  # the supervisor's mark: `<pid>:<start ticks>`
     # Signals meant for the supervisor's terminal or launch do not reach this session; one sent to this
     # process alone must not leave vLLM unguarded: only the end of the pipe (or SIGKILL) ends the reaper.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -83,9 +90,10 @@ def main(argv: list[str]) -> int:
         elif words and words[0] == "clear":
             pgid, ready_file = 0, ""
     if ready_file:  # first: nobody may take a server that is being stopped for ready
-        remove_ready_file(ready_file, supervisor_pid)
+        remove_ready_file(ready_file, supervisor)
     if pgid > 0 and group_alive(pgid):
-        say(f"supervisor pid {supervisor_pid} ended without stopping vLLM: stopping its process group {pgid}")
+        pid = supervisor.partition(":")[0]
+        say(f"supervisor pid {pid} ended without stopping vLLM: stopping its process group {pgid}")
         stop_group(pgid, grace_s)
     return 0
 

@@ -89,6 +89,7 @@ class ServerSettings:
     start_timeout_s: float = 1800.0
     health_period_s: float = 1.0
     health_grace_s: float = 30.0
+    health_busy_grace_s: float = 300.0
     max_restarts: int = 5
     restart_backoff_s: float = 2.0
     restart_backoff_max_s: float = 60.0
@@ -188,6 +189,7 @@ SUPERVISION_RANGES: dict[str, tuple[float, float, bool]] = {
     "start_timeout_s": (0.1, 7 * 86400.0, False),
     "health_period_s": (0.05, 600.0, False),
     "health_grace_s": (1.0, 86400.0, True),
+    "health_busy_grace_s": (1.0, 7 * 86400.0, True),
     "max_restarts": (0, 1000, False),
     "restart_backoff_s": (0.0, 3600.0, False),
     "restart_backoff_max_s": (0.0, 86400.0, False),
@@ -203,6 +205,12 @@ def _number_problems(s: ServerSettings) -> list[str]:
         if not math.isfinite(value) or not (low <= value <= high or (zero_ok and value == 0)):
             zero = "0 (off) or " if zero_ok else ""
             problems.append(f"{name}: {zero}a finite number in [{low:g}, {high:g}], got {value}")
+    graces = (s.health_grace_s, s.health_busy_grace_s)
+    if all(math.isfinite(g) and g > 0 for g in graces) and s.health_busy_grace_s < s.health_grace_s:
+        problems.append(
+            f"health_busy_grace_s ({s.health_busy_grace_s}) must not be below health_grace_s "
+            f"({s.health_grace_s})"
+        )
     finite = math.isfinite(s.restart_backoff_s) and math.isfinite(s.restart_backoff_max_s)
     if finite and s.restart_backoff_max_s < s.restart_backoff_s:
         problems.append(

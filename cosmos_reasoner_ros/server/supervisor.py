@@ -2,16 +2,17 @@
 
 The server runs in its own process group with its log forwarded line by line; readiness (/health 200, then
 the verdict of the grammar check that ran beside the start, the chat template's thinking switch where a
-reasoning parser needs it, and the warm-up: grammar_check.py, warmup.py) is printed as `READY <url>` and
-optionally written to a ready file; a server that dies is restarted with bounded exponential backoff, except
-when restarting cannot help: a command line vLLM refuses (argparse's exit code 2), or two exits in a row
-before /health with the same output (a death by a signal is never such a failure). SIGINT/SIGTERM stop the
-whole group (SIGTERM, then SIGKILL after a grace period). Fatal outcomes are raised as errors.py types
-carrying the server's message.
+reasoning parser needs it, and the warm-up: grammar_check.py, template_check.py, warmup.py) is printed as
+`READY <url>` and optionally written to a ready file; a server that dies is restarted with bounded
+exponential backoff, except when restarting cannot help: a command line vLLM refuses (argparse's exit code
+2), or two exits in a row before /health with the same output (a death by a signal is never such a
+failure). SIGINT/SIGTERM stop the whole group (SIGTERM, then SIGKILL after a grace period). Fatal outcomes
+are raised as errors.py types carrying the server's message.
 
 As a watchdog (watchdog.py): the group dies with the supervisor however it ends (the reaper process), a server
 or ready file left by a dead supervisor is recognised at start, and a ready server silent on /health for
-longer than health_grace_s is killed and restarted (counted in the restart budget).
+longer than health_grace_s while making no progress (stopped, or using no CPU) is killed and restarted
+(counted in the restart budget); one silent but using CPU is busy, killed only after health_busy_grace_s.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -49,8 +48,10 @@ from .errors import (
     ServerUsageError,
 )
 from .grammar_check import GrammarCheck, structured_tasks
+from .http import health_ok, health_ok_unless_stopped
 from .settings import ServerSettings
-from .warmup import Warmup, check_thinking_switch
+from .template_check import check_thinking_switch
+from .warmup import Warmup
 
 _TAIL_LINES = 40  # output lines kept per start: the server's message when it fails
 _SIGNATURE_LINES = 12  # lines compared between two failed starts
@@ -98,13 +99,16 @@ def _reclaim_port(settings: ServerSettings, tell: Callable[[str], None]) -> None
     port and memory); anything else is named in the error."""
     holder = watchdog.port_holder(settings.port)
     message = f"port {settings.port} on {settings.host} is already in use"
-    if holder is not None and holder.stale:
+    refusal = holder.group_refusal(os.getpgid(0)) if holder is not None and holder.stale else ""
+    if holder is not None and holder.stale and not refusal:
         tell(f"{message} by a server nobody supervises: {holder.describe()}; stopping its process group")
         watchdog.stop_group(holder.pgid, settings.stop_grace_s)
         if watchdog.wait_port_free(lambda: port_in_use(settings.host, settings.port), 10.0):
             return
         message += " (still, after stopping the stale server)"
     held = f" by {holder.describe()}" if holder is not None else ""
+    if refusal:
+        held += f"; its process group was left alone: {refusal}"
     raise PortInUse(
         f"{message}{held} (another server? choose another port or use mode external with its URL)"
     )
@@ -133,12 +137,19 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def health_ok(url: str, timeout_s: float = 5.0) -> bool:
+def exit_status(proc: subprocess.Popen[bytes]) -> int | None:
+    """The server leader's exit code (negative: the signal), None while it runs. A process that exited is not
+    reaped here: until the supervisor reaps it (_reap), its zombie keeps its pid, and so its process group's
+    id, from being given to another process, and the group can be signalled safely."""
+    if proc.returncode is not None:
+        return proc.returncode
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as resp:  # noqa: S310 (http(s) URL checked)
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped elsewhere
+        return proc.poll()
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
 def _signal_name(code: int) -> str:
@@ -200,7 +211,7 @@ class Supervisor:
         self.last_restart_reason = ""
         self._stop_reason = ""
         self._owner = watchdog.owner_mark()
-        self._reaper = watchdog.Reaper(settings.stop_grace_s)  # its process starts with the first server
+        self._reaper = watchdog.Reaper(settings.stop_grace_s, self._owner)  # started in run()
         self._grammar_check: GrammarCheck | None = None
         self._structured: dict[str, TaskGrammar] = {}
 
@@ -218,7 +229,7 @@ class Supervisor:
     @property
     def pid(self) -> int | None:
         proc = self._proc
-        return proc.pid if proc is not None and proc.poll() is None else None
+        return proc.pid if proc is not None and exit_status(proc) is None else None
 
     def run(self) -> int:
         """Serve until stop() (returns EXIT_OK); raises a SupervisorError when the server cannot be served."""
@@ -231,19 +242,23 @@ class Supervisor:
         self.say(self.version.describe())
         for note in self.command.notes:
             self.say(f"note: {note}")
-        # The structured tasks' schemas compiled by vLLM's own backend, beside vLLM's start (READY waits).
         program = resolve_executable(s.executable[0], self.command.environment().get("PATH"))
         self._structured = structured_tasks(s)
-        self._grammar_check = GrammarCheck(
-            s,
-            self._structured,
-            environment_python(program),
-            self.version.version,
-            self.command.environment(),
-        ).start()
+        # Before the first server: from its start on, guarding it is only a write to the reaper's pipe (no
+        # window in which a SIGKILLed supervisor would leave it behind).
+        self._reaper.start()
         failures = 0
         last_signature = ""
         try:
+            # The structured tasks' schemas compiled by vLLM's own backend, beside vLLM's start: a failure
+            # stops the start as soon as it is known; READY waits for the verdict.
+            self._grammar_check = GrammarCheck(
+                s,
+                self._structured,
+                environment_python(program),
+                self.version.version,
+                self.command.environment(),
+            ).start()
             while not self._stop.is_set():
                 started = time.monotonic()
                 proc = self._start(self.command)
@@ -254,13 +269,10 @@ class Supervisor:
                     frozen = self._watch(proc)
                 if self._stop.is_set():
                     break
-                code = proc.poll()
+                code = exit_status(proc)
                 self._clear_ready()
                 if code is not None:
-                    # The leader died, its workers (the engine core) may live on, holding the port and memory.
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    self._reaper.clear()
+                    self._end_group(proc)
                 if not ready and code is None:
                     self._terminate(proc)
                     raise NotReady(
@@ -291,10 +303,14 @@ class Supervisor:
                     break
                 if not s.headless and port_in_use(s.host, s.port):
                     self.say(f"port {s.port} is still taken after the server exited; waiting for it")
-                    watchdog.wait_port_free(lambda: port_in_use(s.host, s.port), s.stop_grace_s)
+                    watchdog.wait_port_free(
+                        lambda: not self._stop.is_set() and port_in_use(s.host, s.port), s.stop_grace_s
+                    )
         finally:
             if self._stop.is_set():
                 self.say(f"stopping{' on ' + self._stop_reason if self._stop_reason else ''}")
+            if self._grammar_check is not None:
+                self._grammar_check.close()  # its probe never outlives the supervisor
             if self._proc is not None:
                 self._terminate(self._proc)
             self._clear_ready()
@@ -367,16 +383,33 @@ class Supervisor:
         deadline = time.monotonic() + s.start_timeout_s
         started = time.monotonic()
         while (s.headless or time.monotonic() < deadline) and not self._stop.is_set():
-            if proc.poll() is not None:
+            if exit_status(proc) is not None:
                 return False
+            self._reaper.check()  # a reaper killed (the OOM killer) during a long start is replaced
+            self._grammar_verdict_if_done()  # a schema vLLM cannot compile stops the start at once
             if not s.headless and health_ok(s.url):
                 self._before_ready()
-                if self._stop.is_set() or proc.poll() is not None:
+                if self._stop.is_set() or exit_status(proc) is not None:
                     return False  # stopped, or died, while being checked and warmed up: no READY
-                self._ready(proc.pid, time.monotonic() - started)
-                return True
+                if health_ok(s.url):
+                    self._ready(proc.pid, time.monotonic() - started)
+                    return True
+                # Frozen during the checks and the warm-up (every request unanswered): not READY; the start
+                # goes on (within start_timeout_s) until the server answers again.
+                self.say(
+                    "the server stopped answering /health during the checks before READY; waiting for it"
+                )
             self._stop.wait(s.health_period_s)
         return False
+
+    def _grammar_verdict_if_done(self) -> None:
+        """The grammar check's notes once it has finished; its ConfigError (raised) ends the start now, not
+        after minutes of model loading."""
+        check = self._grammar_check
+        if check is not None and check.done:
+            self._grammar_check = None
+            for note in check.result(self._stop):
+                self.say(note)
 
     def _before_ready(self) -> None:
         """What must hold before READY: the grammar check's verdict (once), a chat template that can turn
@@ -386,7 +419,7 @@ class Supervisor:
             for note in check.result(self._stop):
                 self.say(note)
         version = self.version.version if self.version else "?"
-        for note in check_thinking_switch(self.settings, version, self._structured):
+        for note in check_thinking_switch(self.settings, version, self._structured, self._stop):
             self.say(note)
         if self.settings.warmup and self.version is not None and self.command is not None:
             # Kernels and grammars compile now, not at a robot's first question (H200: 1.48 s, later 0.2 s).
@@ -403,22 +436,35 @@ class Supervisor:
             ).run()
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> str:
-        """Until the server exits, freezes or stop(). Returns why a live server was killed (it stopped
-        answering /health for longer than health_grace_s), or '' when it exited by itself or on stop()."""
+        """Until the server exits, freezes or stop(). Returns why a live server was killed (silent on /health
+        for longer than health_grace_s and making no progress, or busy for longer than health_busy_grace_s),
+        or '' when it exited by itself or on stop()."""
         s = self.settings
-        health = watchdog.HealthWatch(s.health_grace_s, time.monotonic())
-        while not self._stop.wait(s.health_period_s) and proc.poll() is None:
+        health = watchdog.HealthWatch(s.health_grace_s, time.monotonic(), s.health_busy_grace_s)
+        busy_said = False
+        while not self._stop.wait(s.health_period_s) and exit_status(proc) is None:
             self._reaper.check()
             if s.headless or s.health_grace_s == 0:
                 continue
-            # A frozen server accepts the connection and never answers: a check must not outlast the grace.
-            health.observe(health_ok(s.url, min(5.0, s.health_grace_s)), time.monotonic())
+            # A frozen server accepts the connection and never answers: a check must not outlast the grace,
+            # nor hold up a stop (the stop's budget is stop_grace_s for vLLM itself).
+            ok = health_ok_unless_stopped(s.url, min(5.0, s.health_grace_s), self._stop)
+            if ok is None:
+                break
+            health.observe(ok, time.monotonic(), watchdog.group_activity(proc.pid))
             now = time.monotonic()
-            if health.frozen(now) and proc.poll() is None and not self._stop.is_set():
-                reason = (
-                    f"did not answer /health for {health.silent_for(now):.0f} s (health_grace_s "
-                    f"{s.health_grace_s:g}): frozen, killed"
+            if ok:
+                busy_said = False
+            elif health.busy(now) and not busy_said:
+                busy_said = True
+                until = f"{s.health_busy_grace_s:g} s" if s.health_busy_grace_s else "it answers again"
+                self.say(
+                    f"the server (pid {proc.pid}) did not answer /health for {health.silent_for(now):.0f} s "
+                    f"but is using CPU: busy, not frozen; waiting up to {until} (health_busy_grace_s)"
                 )
+            why = health.frozen(now)
+            if why and exit_status(proc) is None and not self._stop.is_set():
+                reason = f"{why}, killed"
                 self.say(f"the server (pid {proc.pid}) {reason}; stopping its process group to restart it")
                 self._clear_ready()
                 self._terminate(proc)
@@ -457,23 +503,38 @@ class Supervisor:
         if self.settings.ready_file:
             Path(self.settings.ready_file).unlink(missing_ok=True)
 
-    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
-        """SIGTERM to the whole process group, SIGKILL after stop_grace_s; also reaps leftover workers."""
-        for sig in (
-            signal.SIGTERM,
-            signal.SIGCONT,
-        ):  # a stopped (frozen) process acts on SIGTERM once it runs
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=self.settings.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            self.say(f"still running {self.settings.stop_grace_s:.0f} s after SIGTERM: SIGKILL")
-        # Workers of the group may outlive the leader: never leave any behind.
+    def _end_group(self, proc: subprocess.Popen[bytes]) -> None:
+        """The leader exited by itself; its workers (the engine core) may live on, holding the port and
+        memory. They are killed while the leader's zombie, not yet reaped, keeps the group's id from being
+        reused."""
+        if proc.returncode is not None:
+            return  # stopped and reaped already (a frozen server): its id may be another group's by now
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        self._reap(proc)
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGTERM to the whole process group, SIGKILL after stop_grace_s; also stops leftover workers."""
+        if proc.returncode is not None:
+            return  # reaped, its group stopped before: the id may be another process group's by now
+
+        def running(pgid: int) -> bool:  # the leader (not reaped meanwhile: it keeps the id) or a worker
+            return exit_status(proc) is None or bool(watchdog.group_members(pgid))
+
+        started = time.monotonic()
+        if not watchdog.stop_group(proc.pid, self.settings.stop_grace_s, running):
+            self.say(f"still running {self.settings.stop_grace_s:.0f} s after SIGTERM: SIGKILL")
+        self._reap(proc)
+        self.say(f"the server's process group (pid {proc.pid}) stopped in {time.monotonic() - started:.1f} s")
+
+    def _reap(self, proc: subprocess.Popen[bytes]) -> None:
+        """The group is gone: the reaper forgets it first, then the leader is reaped (its id is free from then
+        on, so nothing may signal it any more)."""
         self._reaper.clear()
+        proc.wait()
+        with self._lock:
+            if self._proc is proc:
+                self._proc = None
 
     def _wait_external(self) -> int:
         s = self.settings

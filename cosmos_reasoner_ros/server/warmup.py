@@ -1,121 +1,32 @@
-"""What the supervisor does with a healthy server before it announces READY: checks that the served chat
-template can turn thinking off where the node's requests need it (behind a reasoning parser), then warm-up
-requests shaped like the node's, so that kernels and grammars compile before a robot's first question.
-
-Talks to vLLM over HTTP with the standard library only (a GPU host needs none of the node's core)."""
+"""The warm-up before READY: requests shaped like the node's, sent to a healthy server so that kernels and
+grammars compile before a robot's first question (the chat template's check is template_check.py)."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
-import shutil
 import struct
+import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosmos_reasoner_ros.structured_output import THINKING_OFF, TaskGrammar, request_fields
+from cosmos_reasoner_ros.structured_output import TaskGrammar, request_fields
 
-from .errors import ConfigError
+from .http import api_key, post_json_unless_stopped, served_model
 from .settings import ServerSettings
 from .versions import video_kwargs_mode
 
-__all__ = ["Warmup", "check_thinking_switch", "post_json", "thinking_switch"]
+__all__ = ["Warmup"]
 
-
-def post_json(
-    url: str, body: Mapping[str, Any], timeout_s: float, api_key: str = ""
-) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, JSON body) of a POST; status 0 with {"error": ...} when the server cannot be reached."""
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    # The URL is the supervisor's own server (http(s) only, from its settings).
-    request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
-            return int(response.status), _json(response.read())
-    except urllib.error.HTTPError as err:
-        return int(err.code), _json(err.read())
-    except (OSError, ValueError) as err:  # refused, reset, timed out, a bad URL
-        return 0, {"error": {"message": f"{type(err).__name__}: {err}"}}
-
-
-def _json(data: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(data or b"{}")
-    except ValueError:
-        return {"error": {"message": data[:200].decode("utf-8", "replace")}}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def served_model(settings: ServerSettings) -> str:
-    return settings.served_model_name or settings.model
-
-
-def api_key(settings: ServerSettings) -> str:
-    return os.environ.get(settings.api_key_env, "").strip() if settings.api_key_env else ""
-
-
-def thinking_switch(settings: ServerSettings, timeout_s: float = 30.0) -> bool | None:
-    """Whether the served chat template has the thinking switch: the prompt of one message differs with
-    `enable_thinking: false` (vLLM drops the key where the template has no such variable). None when the
-    server's /tokenize does not answer."""
-    prompts = []
-    for kwargs in (None, THINKING_OFF):
-        body: dict[str, Any] = {
-            "model": served_model(settings),
-            "messages": [{"role": "user", "content": "Is the gripper open?"}],
-            "add_generation_prompt": True,
-        }
-        if kwargs is not None:
-            body["chat_template_kwargs"] = dict(kwargs)
-        status, answer = post_json(f"{settings.url}/tokenize", body, timeout_s, api_key(settings))
-        if status != 200 or not isinstance(answer.get("tokens"), list):
-            return None
-        prompts.append(answer["tokens"])
-    return bool(prompts[0] != prompts[1])
-
-
-def check_thinking_switch(
-    settings: ServerSettings, version: str, grammars: Mapping[str, TaskGrammar]
-) -> list[str]:
-    """Behind a reasoning parser (without enable_in_reasoning) vLLM applies a grammar only once reasoning is
-    over; a task that does not reason ends it in the prompt with the template's thinking switch. A template
-    without the switch leaves those tasks' grammars waiting for a </think> that never comes, on every release:
-    ConfigError naming the remedy. Returns notes for the log."""
-    if not settings.reasoning_parser or settings.structured_outputs.get("enable_in_reasoning"):
-        return []
-    plain = [name for name, grammar in grammars.items() if not grammar.reasoning]
-    if not plain:
-        return []
-    found = thinking_switch(settings)
-    if found is None:
-        return ["thinking switch: not checked, the server's /tokenize did not answer"]
-    if found:
-        return [f"thinking switch: the chat template turns thinking off for {', '.join(plain)}"]
-    raise ConfigError(
-        f"vLLM {version} with reasoning_parser {settings.reasoning_parser}: the chat template of "
-        f"{settings.model} has no thinking switch (enable_thinking: false leaves its prompt as it is), so "
-        f"the grammar of {', '.join(plain)} (tasks that do not reason) would wait for a </think> that never "
-        "comes and their answers would not be constrained. Set structured_outputs.enable_in_reasoning: true "
-        "(grammars from the first token; tasks that reason then answer without reasoning), or leave "
-        "reasoning_parser empty (the node splits the reasoning itself)"
-    )
-
-
-# ---- warm-up requests ----
 
 CLIP = Path(__file__).resolve().parents[1] / "data" / "robotics_next_action.mp4"  # 26 frames, 644x476, 4 fps
-_WARMUP_FILE = "cosmos-reasoner-warmup.mp4"
+_WARMUP_PREFIX = "cosmos-reasoner-warmup-"
 # Shaped like the node's requests: its default video sampling (sample_fps 4, max_frames 256) and the shipped
 # reasoning profile (the sampler's top-k/top-p path); answers cut short: what compiles is on the way there.
 _FPS, _FRAMES, _MAX_TOKENS = 4.0, 256, 16
@@ -174,15 +85,25 @@ class Warmup:
     @contextlib.contextmanager
     def _video(self) -> Iterator[dict[str, Any]]:
         """The shipped robot clip as the node sends clips: a file in the media directory (removed afterwards),
-        or a data: URL where the server reads no files."""
+        or a data: URL where the server reads no files. The file's name is new and made with O_EXCL
+        (mkstemp): supervisors sharing a media directory do not take each other's clip, and a link planted
+        under a known name is never written through."""
         url, path = "", None
         if self.settings.media_dir:
-            path = Path(self.settings.media_dir).expanduser().resolve() / _WARMUP_FILE
+            media = Path(self.settings.media_dir).expanduser().resolve()
             try:
-                shutil.copyfile(CLIP, path)
-                url = path.as_uri()
+                fd, name = tempfile.mkstemp(prefix=_WARMUP_PREFIX, suffix=".mp4", dir=media)
             except OSError:
-                path = None
+                fd = -1
+            if fd >= 0:
+                path = Path(name)
+                try:
+                    with os.fdopen(fd, "wb") as out:
+                        out.write(CLIP.read_bytes())
+                    url = path.as_uri()
+                except OSError:
+                    path.unlink(missing_ok=True)
+                    path = None
         if not url:
             url = "data:video/mp4;base64," + base64.b64encode(CLIP.read_bytes()).decode()
         try:
@@ -214,17 +135,13 @@ class Warmup:
             else:
                 body["mm_processor_kwargs"] = {"fps": _FPS, "do_sample_frames": True}
         started = time.monotonic()
-        # On a thread of its own, so that a stop does not wait for the answer (the server is stopped next).
-        done: list[tuple[int, dict[str, Any]]] = []
+        # A stop does not wait for the answer (the server is stopped next).
         url, key = f"{self.settings.url}/v1/chat/completions", api_key(self.settings)
-        worker = threading.Thread(target=lambda: done.append(post_json(url, body, left, key)), daemon=True)
-        worker.start()
-        while worker.is_alive() and not self.stop.wait(0.05):
-            pass
+        done = post_json_unless_stopped(url, body, left, key, self.stop)
         seconds = time.monotonic() - started
-        if not done:
+        if done is None:
             return 0, seconds, "stopped"
-        status, answer = done[0]
+        status, answer = done
         if status == 200:
             return status, seconds, ""
         error = answer.get("error")

@@ -1,7 +1,8 @@
 """The supervisor as a watchdog: vLLM's process group never outlives its supervisor (the reaper process,
 reaper.py), a server or ready file left by a supervisor that died is recognised (and stopped, or named in
-the error), and a ready server that stops answering /health for longer than `health_grace_s` is declared
-frozen, to be killed and restarted.
+the error), and a ready server that stops answering /health for longer than `health_grace_s` while making no
+progress (its process group stopped, or using no CPU) is declared frozen, to be killed and restarted; one
+that keeps using CPU is busy, killed only after `health_busy_grace_s`.
 
 Ownership: every vLLM the supervisor starts carries `COSMOS_REASONER_SUPERVISOR=<pid>:<start ticks>` in its
 environment (the supervisor's pid and its start time, so that a reused pid is not taken for it). A process
@@ -26,10 +27,13 @@ from .reaper import group_alive, stop_group
 
 __all__ = [
     "OWNER_ENV",
+    "GroupActivity",
     "HealthWatch",
     "PortHolder",
     "Reaper",
+    "group_activity",
     "group_alive",
+    "group_members",
     "owner_alive",
     "owner_mark",
     "port_holder",
@@ -43,18 +47,63 @@ _LISTEN = "0A"  # TCP state LISTEN in /proc/net/tcp
 _SHOWN_CHARS = 160  # of a command line named in an error
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """The start time of a process in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat from the state on (field 3), or None when the process is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The start time of a process in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
+    fields = _stat_fields(pid)
     try:
-        return int(fields[19]) if fields[0] != "Z" else None
+        return int(fields[19]) if fields and fields[0] != "Z" else None
     except (IndexError, ValueError):
         return None
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes (not zombies) of process group `pgid`, from /proc ([] where there is none)."""
+    members = []
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            fields = _stat_fields(entry.name)
+            with contextlib.suppress(IndexError, ValueError):
+                if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+                    members.append(int(entry.name))
+    return members
+
+
+@dataclass(frozen=True)
+class GroupActivity:
+    """What a process group is doing: the CPU time its live members have used, and whether they are all
+    stopped (SIGSTOP, a debugger)."""
+
+    cpu_ticks: int  # utime + stime of the live members, in clock ticks
+    members: int
+    stopped: bool
+
+
+def group_activity(pgid: int) -> GroupActivity | None:
+    """The group's activity from /proc; None where /proc cannot tell (not Linux, no member readable)."""
+    ticks, members, stopped = 0, 0, 0
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            fields = _stat_fields(entry.name)
+            with contextlib.suppress(IndexError, ValueError):
+                if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+                    ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+                    members += 1
+                    stopped += fields[0] in ("T", "t")
+    return GroupActivity(ticks, members, stopped == members) if members else None
 
 
 def owner_mark(pid: int | None = None) -> str:
@@ -84,11 +133,24 @@ class PortHolder:
     command: str
     owner: str = ""
     owner_running: bool = False
+    leader_owner: str = ""  # the mark of its process group's leader (its own when it leads the group)
 
     @property
     def stale(self) -> bool:
         """Started by a supervisor that is gone: nobody watches it, it only holds the port and memory."""
         return bool(self.owner) and not self.owner_running
+
+    def group_refusal(self, own_pgid: int) -> str:
+        """Why its process group must not be stopped ('' when it may). Every child of vLLM, and anything a
+        user starts from one, inherits the mark: only a group that a marked process leads is a server's
+        group, and a mark without a start time may name a reused pid."""
+        if self.owner.partition(":")[2] in ("", "0"):
+            return "its mark has no start time, so its supervisor cannot be told from a reused pid"
+        if self.pgid == own_pgid:
+            return "it is in this supervisor's own process group"
+        if self.leader_owner != self.owner:
+            return f"its process group {self.pgid} is not led by a server of that supervisor"
+        return ""
 
     def describe(self) -> str:
         text = f"pid {self.pid} ({self.command})"
@@ -139,9 +201,19 @@ def _holder(pid: int) -> PortHolder | None:
     command = " ".join(a.decode(errors="replace") for a in argv if a)
     if len(command) > _SHOWN_CHARS:
         command = command[:_SHOWN_CHARS] + "..."
+    owner = _mark_in(environ)
+    leader = owner
+    if pgid != pid:
+        try:
+            leader = _mark_in(Path(f"/proc/{pgid}/environ").read_bytes().split(b"\0"))
+        except OSError:
+            leader = ""
+    return PortHolder(pid, pgid, command, owner, owner_alive(owner) if owner else False, leader)
+
+
+def _mark_in(environ: list[bytes]) -> str:
     prefix = OWNER_ENV.encode() + b"="
-    owner = next((e[len(prefix) :].decode(errors="replace") for e in environ if e.startswith(prefix)), "")
-    return PortHolder(pid, pgid, command, owner, owner_alive(owner) if owner else False)
+    return next((e[len(prefix) :].decode(errors="replace") for e in environ if e.startswith(prefix)), "")
 
 
 def stale_ready_file(path: Path) -> str:
@@ -162,14 +234,21 @@ def stale_ready_file(path: Path) -> str:
 
 
 class Reaper:
-    """The supervisor's end of the reaper process (reaper.py): started once, told of each process group,
-    restarted when it is found dead (it is one SIGKILL away like any process)."""
+    """The supervisor's end of the reaper process (reaper.py): started once, before the first server (so that
+    telling it of a group is only a write to its pipe), told of each process group, restarted when it is
+    found dead (it is one SIGKILL away like any process)."""
 
-    def __init__(self, grace_s: float) -> None:
+    def __init__(self, grace_s: float, owner: str) -> None:
         self._grace_s = grace_s
+        self._owner = owner  # the supervisor's mark: the ready file is removed only when it is still its own
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
         self._last = "clear"
+
+    def start(self) -> None:
+        """Start the reaper process (again, when it died)."""
+        with self._lock:
+            self._ensure()
 
     def _ensure(self) -> subprocess.Popen[str]:
         proc = self._proc
@@ -180,7 +259,7 @@ class Reaper:
                     "-I",
                     "-S",
                     str(Path(__file__).with_name("reaper.py")),
-                    str(os.getpid()),
+                    self._owner,
                     f"{self._grace_s:g}",
                 ],
                 stdin=subprocess.PIPE,
@@ -243,25 +322,63 @@ class Reaper:
 
 
 class HealthWatch:
-    """Whether a ready server is frozen: no /health answer for longer than grace_s (0: never) and at least
-    two failed checks in a row (a supervisor that itself stood still does not condemn a server on waking)."""
+    """Whether a ready server is frozen, or only busy. Silent means no /health answer for longer than grace_s
+    (0: never frozen) and at least two failed checks in a row (a supervisor that itself stood still does not
+    condemn a server on waking). A silent server is frozen when its process group is stopped or used no CPU
+    for grace_s; one that keeps using CPU is busy (vLLM decodes video in the API server's event loop: a long
+    prefill on a loaded CPU can starve /health), killed only once silent for longer than busy_grace_s
+    (0: never). Where the group's activity cannot be read, silence alone is frozen."""
 
-    def __init__(self, grace_s: float, now: float) -> None:
+    def __init__(self, grace_s: float, now: float, busy_grace_s: float = 0.0) -> None:
         self.grace_s = grace_s
+        self.busy_grace_s = busy_grace_s
         self.last_ok = now
         self.failures = 0
+        self.last_progress = now  # the last check that found more CPU time used than the one before
+        self.stopped = False
+        self._cpu: int | None = None  # None: the activity could not be read at the last check
 
-    def observe(self, ok: bool, now: float) -> None:
+    def observe(self, ok: bool, now: float, activity: GroupActivity | None = None) -> None:
         if ok:
             self.last_ok, self.failures = now, 0
         else:
             self.failures += 1
+        if activity is None:
+            self._cpu, self.stopped = None, False
+            return
+        if self._cpu is not None and activity.cpu_ticks > self._cpu:
+            self.last_progress = now
+        self._cpu, self.stopped = activity.cpu_ticks, activity.stopped
 
     def silent_for(self, now: float) -> float:
         return now - self.last_ok
 
-    def frozen(self, now: float) -> bool:
+    def idle_for(self, now: float) -> float:
+        """How long the server has been silent without using CPU."""
+        return now - max(self.last_ok, self.last_progress)
+
+    def silent(self, now: float) -> bool:
         return self.grace_s > 0 and self.failures >= 2 and self.silent_for(now) > self.grace_s
+
+    def frozen(self, now: float) -> str:
+        """Why the server counts as frozen ('' when it does not): to be killed and restarted."""
+        if not self.silent(now):
+            return ""
+        silent = f"did not answer /health for {self.silent_for(now):.0f} s"
+        if self._cpu is None:
+            return f"{silent} (health_grace_s {self.grace_s:g}): frozen"
+        if self.stopped:
+            return f"{silent} and is stopped (health_grace_s {self.grace_s:g}): frozen"
+        if self.idle_for(now) > self.grace_s:
+            idle = self.idle_for(now)
+            return f"{silent} and used no CPU for {idle:.0f} s (health_grace_s {self.grace_s:g}): frozen"
+        if self.busy_grace_s > 0 and self.silent_for(now) > self.busy_grace_s:
+            return f"{silent} while using CPU (health_busy_grace_s {self.busy_grace_s:g}): busy too long"
+        return ""
+
+    def busy(self, now: float) -> bool:
+        """Silent past the grace but using CPU, not (yet) to be killed."""
+        return self.silent(now) and not self.frozen(now)
 
 
 def wait_port_free(in_use: Callable[[], bool], timeout_s: float) -> bool:

@@ -36,10 +36,15 @@ from support.paths import REASONER_YAML
 from support.processes import module_cmd
 from support.vllm_tier import free_port
 
+from cosmos_reasoner_ros import launch_config
+
 NODE = "/reasoner_node"
 CAMERA_TOPIC = "/camera/image_raw"  # the camera of config/reasoner.yaml
 SCRIPTED_ANSWER = "scripted answer"  # the scripted server's default reply ends with it
 _WORK = tempfile.TemporaryDirectory(prefix="crr-launch-")  # removed when the runner exits
+# The test's own stand-ins (the server, the camera: rclpy and numpy in a Python of their own) get the node's
+# budget after Ctrl-C too: launch's 5 s escalated to SIGTERM on a loaded machine, which no product code ran.
+HELPER_SIGTERM_TIMEOUT_S = str(launch_config.NODE_SIGTERM_TIMEOUT_S)
 
 
 def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
@@ -48,6 +53,7 @@ def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
         cmd=module_cmd("support.scripted_server", "--port", str(port)),
         name="scripted_server",
         output="screen",
+        sigterm_timeout=HELPER_SIGTERM_TIMEOUT_S,
     )
     camera = ExecuteProcess(
         cmd=module_cmd(
@@ -63,6 +69,7 @@ def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
         ),
         name="camera",
         output="screen",
+        sigterm_timeout=HELPER_SIGTERM_TIMEOUT_S,
     )
     reasoner = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(launch_tools.reasoner_launch_file())),

@@ -29,6 +29,7 @@ from support.paths import CACHE, REASONER_YAML, ROOT
 from support.processes import ros_env, wait_until
 
 from cosmos_reasoner_ros import launch_config
+from cosmos_reasoner_ros.server import ServerSettings
 
 pytestmark = pytest.mark.launch
 
@@ -66,8 +67,10 @@ def test_reasoner_launch_against_the_scripted_server(tmp_path: Path) -> None:
             "test_the_node_logged_no_traceback",
         },
     )
-    # The node was stopped by launch's SIGINT (Ctrl-C), not escalated to SIGTERM or SIGKILL.
-    assert "sending signal 'SIGTERM'" not in run.output and "SIGKILL" not in run.output, run.report()
+    # Every process was stopped by launch's SIGINT (Ctrl-C), not escalated to SIGTERM or SIGKILL: launch says
+    # so when a process overruns its sigterm_timeout (the node's NODE_SIGTERM_TIMEOUT_S).
+    for escalation in ("sending signal 'SIGTERM'", "sending signal 'SIGKILL'"):
+        assert escalation not in run.output, run.report()
 
 
 @needs_launch
@@ -226,7 +229,12 @@ def test_launch_with_the_supervisor_stops_everything_on_sigint(vllm_work_dir: Pa
     checkpoint = vllm_tier.tiny_checkpoint("qwen3vl")
     port = vllm_tier.free_port()
     media = work / "media"
-    settings = vllm_tier.tiny_server_settings(checkpoint, "qwen3vl", port, media, work)
+    # The shipped stop budget for vLLM (server.yaml's stop_grace_s), which launch's
+    # SUPERVISOR_SIGTERM_TIMEOUT_S covers; the tier's own 10 s is for tests that want a SIGKILL soon.
+    shipped_grace = ServerSettings().stop_grace_s
+    settings = vllm_tier.tiny_server_settings(
+        checkpoint, "qwen3vl", port, media, work, stop_grace_s=shipped_grace
+    )
     server_yaml = work / "server.yaml"
     server_yaml.write_text(yaml.safe_dump(settings))
     ready_file = Path(settings["ready_file"])
@@ -279,18 +287,23 @@ def test_launch_with_the_supervisor_stops_everything_on_sigint(vllm_work_dir: Pa
             sent = time.monotonic()
             launch.send_signal(signal.SIGINT)
             grace = launch_config.SUPERVISOR_SIGTERM_TIMEOUT_S
+            # Launch escalates by itself when a process overruns its budget (SIGTERM after sigterm_timeout,
+            # SIGKILL 5 s later) and says so in its log: the wait is only for it to end, however busy the
+            # machine; whether the budgets were kept is read from launch's own log below.
             try:
-                code = launch.wait(timeout=grace + 5.0)
+                code = launch.wait(timeout=grace + 120.0)
             except subprocess.TimeoutExpired:
-                pytest.fail(f"ros2 launch still running {grace + 5.0} s after SIGINT:\n{_tail(log_path)}")
+                pytest.fail(f"ros2 launch still running {grace + 120.0} s after SIGINT:\n{_tail(log_path)}")
             took = time.monotonic() - sent
             started = record["start_s"]
             print(f"ros2 launch stopped {took:.1f} s after SIGINT; vLLM was ready after {started:.0f} s")
             text = log_path.read_text(errors="replace")
-            assert took < grace, (
-                f"stopping took {took:.1f} s, more than the {grace} s grace period:\n{_tail(log_path)}"
-            )
-            assert "sending signal 'SIGTERM'" not in text and "SIGKILL" not in text, _tail(log_path)
+            # Neither the node (NODE_SIGTERM_TIMEOUT_S) nor the supervisor (SUPERVISOR_SIGTERM_TIMEOUT_S,
+            # which covers its stop_grace_s for vLLM) overran the budget launch gives it after the SIGINT.
+            for escalation in ("sending signal 'SIGTERM'", "sending signal 'SIGKILL'"):
+                assert escalation not in text, f"launch escalated ({escalation}):\n{_tail(log_path)}"
+            # vLLM itself ended on the supervisor's SIGTERM, within stop_grace_s, without a SIGKILL.
+            assert "after SIGTERM: SIGKILL" not in text, _tail(log_path)
             assert code == 0, f"ros2 launch exited with {code}:\n{_tail(log_path)}"
             for name in ("reasoner_node", "cosmos_reasoner_server"):
                 assert re.search(rf"\[INFO\] \[{name}-\d+\]: process has finished cleanly", text), (

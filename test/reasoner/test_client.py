@@ -670,6 +670,41 @@ def test_a_grammar_the_server_cannot_compile_is_a_grammar_error_sent_once(releas
         assert client.complete(REQUEST, stream=stream).finish_reason == "stop"
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "unstreamed"])
+def test_a_structured_request_failing_with_the_server_unhealthy_keeps_its_kind_and_retries(
+    stream: bool,
+) -> None:
+    """Before: every HTTP 500 of a structured request before its first token was `grammar`, never retried,
+    also when the server itself was failing (an engine crash, an OOM, the watchdog restarting it): the kind
+    misled and transient failures of structured tasks were not retried. Now the server is asked: with
+    /health not 200 the failure is the server's, as for a plain request."""
+    server = ScriptedServer(default=ScriptedReply(status=500, error_message="engine died"))
+    with server, _client(server, max_retries=2) as client:
+        server.health_status = 503
+        with pytest.raises(ServerError, match="engine died") as info:
+            client.complete(_structured(), stream=stream)
+        assert info.value.kind == "server_error" and server.request_count == 3  # retried, as a plain one
+        with pytest.raises(ServerError):
+            client.complete(REQUEST, stream=stream)
+        assert server.request_count == 6
+        server.health_status = 200  # the server answers: the failure of a structured request is its grammar
+        with pytest.raises(GrammarError):
+            client.complete(_structured(), stream=stream)
+        assert server.request_count == 7
+
+
+@pytest.mark.parametrize("release", GRAMMAR_FAILURES)
+def test_a_stream_ended_early_with_the_server_unhealthy_is_not_a_grammar_error(release: str) -> None:
+    """vLLM ends a stream early as it does for a grammar it cannot compile also when it is stopped (the
+    watchdog's restart): with /health not 200 the kind is the one a plain request gets."""
+    server = ScriptedServer(refuse_grammars=release)
+    with server, _client(server, max_retries=2) as client:
+        server.health_status = 503
+        with pytest.raises((ServerUnavailable, ServerError)) as info:
+            client.complete(_structured(), stream=True)
+        assert info.value.kind != "grammar" and "task temporal_localization" not in str(info.value)
+
+
 def test_a_grammar_the_front_end_refuses_is_a_grammar_error_with_the_servers_message() -> None:
     refusal = "The provided JSON schema contains features not supported by xgrammar."
     server = ScriptedServer(

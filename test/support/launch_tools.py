@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cosmos_reasoner_ros import server
 from support.paths import ROOT
 from support.processes import ros_env
 
@@ -169,18 +170,7 @@ def run_launch_test(
 
 def group_members(pgid: int) -> list[int]:
     """Live processes (not zombies) of process group `pgid`, from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state != "Z":
-            members.append(int(entry.name))
-    return members
+    return server.group_members(pgid)
 
 
 class ProbeCase(unittest.TestCase):
