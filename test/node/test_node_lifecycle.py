@@ -46,13 +46,24 @@ class Lifecycle:
         self.change = probe.node.create_client(ChangeState, f"{self.node}/change_state")
         self.get = probe.node.create_client(GetState, f"{self.node}/get_state")
         assert self.change.wait_for_service(timeout_sec=30) and self.get.wait_for_service(timeout_sec=30)
+        self.state()  # answered: the node's reply writers know the probe before a transition is sent
 
     def state(self) -> str:
-        return str(self.get.call(GetState.Request(), timeout_sec=10).current_state.label)
+        # get_state is idempotent: asked again when an answer is lost. wait_for_service says the node's
+        # request reader knows the probe; the node's reply writer may not have matched the probe's reader yet
+        # (DDS discovery is per endpoint), and a reply sent before that is dropped. Seen once, in a quiet CI
+        # run.
+        for _ in range(6):
+            response = self.get.call(GetState.Request(), timeout_sec=10)
+            if response is not None:
+                return str(response.current_state.label)
+        raise AssertionError(f"{self.node}/get_state gave no answer to 6 calls of 10 s")
 
     def set(self, transition: int) -> bool:
         request = ChangeState.Request(transition=Transition(id=transition))
-        return bool(self.change.call(request, timeout_sec=30).success)
+        response = self.change.call(request, timeout_sec=30)
+        assert response is not None, f"{self.node}/change_state gave no answer in 30 s"
+        return bool(response.success)
 
     def serves(self, service: str) -> bool:
         # count_services counts servers only (the graph's service names include clients, such as the probe's)
