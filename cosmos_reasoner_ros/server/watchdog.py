@@ -66,8 +66,8 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def group_members(pgid: int) -> list[int]:
-    """The live processes (not zombies) of process group `pgid`, from /proc ([] where there is none)."""
+def _live_members(pgid: int) -> list[tuple[int, list[str]]]:
+    """(pid, /proc stat fields from field 3 on) of the live processes (not zombies) of group `pgid`."""
     members = []
     with contextlib.suppress(OSError):
         for entry in Path("/proc").iterdir():
@@ -76,8 +76,13 @@ def group_members(pgid: int) -> list[int]:
             fields = _stat_fields(entry.name)
             with contextlib.suppress(IndexError, ValueError):
                 if fields and fields[0] != "Z" and int(fields[2]) == pgid:
-                    members.append(int(entry.name))
+                    members.append((int(entry.name), fields))
     return members
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes (not zombies) of process group `pgid`, from /proc ([] where there is none)."""
+    return [pid for pid, _ in _live_members(pgid)]
 
 
 @dataclass(frozen=True)
@@ -93,16 +98,11 @@ class GroupActivity:
 def group_activity(pgid: int) -> GroupActivity | None:
     """The group's activity from /proc; None where /proc cannot tell (not Linux, no member readable)."""
     ticks, members, stopped = 0, 0, 0
-    with contextlib.suppress(OSError):
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            fields = _stat_fields(entry.name)
-            with contextlib.suppress(IndexError, ValueError):
-                if fields and fields[0] != "Z" and int(fields[2]) == pgid:
-                    ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-                    members += 1
-                    stopped += fields[0] in ("T", "t")
+    for _, fields in _live_members(pgid):
+        with contextlib.suppress(IndexError, ValueError):
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+            members += 1
+            stopped += fields[0] in ("T", "t")
     return GroupActivity(ticks, members, stopped == members) if members else None
 
 
