@@ -7,6 +7,7 @@ import argparse
 import json
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -95,17 +96,41 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError("mode external starts no server: there is no command to print")
             print(json.dumps(build_command(settings, detect(settings)).shown(), indent=1))
             return EXIT_OK
-        supervisor = Supervisor(settings)
-
-        def on_signal(signum: int, _frame: object) -> None:
-            supervisor.stop(signal.Signals(signum).name)
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            return supervisor.run()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        return _serve(Supervisor(settings))
     except SupervisorError as exc:
         print(f"cosmos-reasoner-server: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
+
+
+def _serve(supervisor: Supervisor) -> int:
+    """supervisor.run() on a thread of its own until it returns; SIGTERM and SIGINT stop it.
+
+    Python runs signal handlers on the main thread, between its bytecodes. stop() sets a threading.Event,
+    which takes the Event's lock: had the main thread been inside one of run()'s many waits on that very
+    Event (holding the lock for a moment), the handler would have waited for itself for ever. A supervisor
+    stopped by SIGTERM on a busy machine hung so once (a CI run: no exit within 120 s). Here the main thread
+    only joins run()'s thread, so the handler's set() waits at most for that thread to let go of the lock."""
+    result: list[int] = []
+    failure: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            result.append(supervisor.run())
+        except BaseException as exc:  # handed to the main thread: raised there as before
+            failure.append(exc)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        supervisor.stop(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        worker = threading.Thread(target=serve, name="supervisor", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.5)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if failure:
+        raise failure[0]
+    return result[0]

@@ -221,8 +221,8 @@ class Supervisor:
             self._out.flush()
 
     def stop(self, reason: str = "") -> None:
-        """Ask run() to stop the server and return. Safe in a signal handler: it takes no lock (the handler
-        may interrupt this very thread while it holds the output lock)."""
+        """Ask run() to stop the server and return. From a signal handler only while run() is on another
+        thread (cli._serve): setting the Event takes its lock, which run()'s thread holds in each wait."""
         self._stop_reason = reason
         self._stop.set()
 

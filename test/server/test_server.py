@@ -165,7 +165,7 @@ class SupervisorProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=env,
+            env={**env, "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps every thread's stack (a hung stop)
             cwd=ROOT,
         )
         self.lines: list[str] = []
@@ -193,7 +193,19 @@ class SupervisorProcess:
         raise AssertionError(f"no line starting with {prefix!r}; output:\n" + "\n".join(self.lines))
 
     def finish(self, timeout_s: float = WAIT_S) -> int:
-        code = self.proc.wait(timeout=timeout_s)
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)  # its threads' stacks, through faulthandler, to the output
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+            with contextlib.suppress(queue.Empty):
+                while (line := self._queue.get(timeout=5)) is not None:
+                    self.lines.append(line)
+            raise AssertionError(
+                f"the supervisor did not exit within {timeout_s} s; output, then its stacks:\n"
+                + "\n".join(self.lines)
+            ) from None
         while (line := self._queue.get(timeout=5)) is not None:
             self.lines.append(line)
         return code
@@ -1829,3 +1841,41 @@ def test_launch_gives_the_supervisor_more_than_its_own_stop_budget() -> None:
     from cosmos_reasoner_ros import launch_config
 
     assert ServerSettings().stop_grace_s + 5.0 <= launch_config.SUPERVISOR_SIGTERM_TIMEOUT_S
+
+
+_STOP_STORM = textwrap.dedent(
+    """
+    import os, random, signal, sys, threading, time
+    from cosmos_reasoner_ros.server import cli
+
+    class Busy:  # run() waits on its stop Event without pause, as the supervisor's loops do
+        def __init__(self):
+            self.event = threading.Event()
+        def stop(self, reason=""):
+            self.event.set()
+        def run(self):
+            while not self.event.wait(0):
+                pass
+            return 0
+
+    def sigterm_soon():
+        time.sleep(random.uniform(0.001, 0.005))
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    for _ in range(int(sys.argv[1])):
+        threading.Thread(target=sigterm_soon, daemon=True).start()
+        assert cli._serve(Busy()) == 0
+    print("stopped every time", flush=True)
+    """
+)
+
+
+def test_sigterm_never_deadlocks_the_supervisors_stop() -> None:
+    """A signal handler that sets an Event the main thread waits on can wait for itself for ever (the Event's
+    lock held by the very thread it interrupted): the supervisor stopped by SIGTERM once hung so in CI, and
+    the same loop on the main thread hung within 2,000 SIGTERMs here. cli._serve keeps run() off the main
+    thread: 300 SIGTERMs at random moments all stop it."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _STOP_STORM, "300"], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert proc.returncode == 0 and "stopped every time" in proc.stdout, proc.stdout + proc.stderr

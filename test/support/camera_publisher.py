@@ -153,7 +153,8 @@ def _publish(args: argparse.Namespace) -> int:
                     info.header.stamp, info.header.frame_id = stamp, args.frame_id
                     info_pub.publish(info)
                 i += 1
-                stop.wait(max(0.0, start + i / args.rate - time.monotonic()))
+                # sleep, not stop.wait(): the SIGTERM handler's set() would wait for the lock wait() holds
+                time.sleep(max(0.0, start + i / args.rate - time.monotonic()))
         except KeyboardInterrupt:
             pass
         node.destroy_node()

@@ -473,8 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     print(server.url, flush=True)
     try:
-        while not done.wait(0.5):
-            pass
+        while not done.is_set():  # not done.wait(): the handler's set() would wait for the lock wait() holds
+            time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
