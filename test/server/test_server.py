@@ -1150,8 +1150,12 @@ def reaper_pid(supervisor_pid: int) -> int:
 
 
 def running_reaper(supervisor_pid: int) -> int | None:
-    children = Path(f"/proc/{supervisor_pid}/task/{supervisor_pid}/children").read_text().split()
-    for child in map(int, children):
+    # Children of every thread: the supervisor's loop (which starts the reaper) runs on a thread of its own.
+    children: list[int] = []
+    for task in Path(f"/proc/{supervisor_pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            children += map(int, (task / "children").read_text().split())
+    for child in children:
         with contextlib.suppress(OSError):
             if b"reaper.py" in Path(f"/proc/{child}/cmdline").read_bytes() and alive(child):
                 return child
