@@ -128,6 +128,25 @@ class RequestTimeout(ReasonerError):
     kind = "timeout"
 
 
+class ServerTooSlow(ReasonerError):
+    """The server kept the request open without answering at the pace any working server keeps: no first
+    token (reasoning or content) within the first-token bound, fewer tokens than the progress floor over its
+    window, or no end within the time max_tokens take at the floor. Bytes that carry no token (headers sent a
+    byte at a time, SSE keep-alive comments) are not progress. The request was cut and its connection
+    closed; the message says which bound and by how much. Not retried."""
+
+    kind = "too_slow"
+
+
+class AnswerTooLarge(ReasonerError):
+    """The answer grew past its size bound, derived from the request's max_tokens (its text, reasoning
+    included, at a generous number of characters per token; the bytes on the wire likewise): the stream was
+    cut at the bound and its connection closed, an unstreamed body read no further. What had arrived up to the
+    bound is kept as the partial answer; nothing beyond it is held. Not retried."""
+
+    kind = "answer_too_large"
+
+
 class DeadlineExceeded(RequestTimeout):
     """The request's deadline (a goal's deadline_s, the node's trigger_deadline_s) passed before it ended: it
     was cancelled (a streamed answer at the server too), with what it had done so far."""

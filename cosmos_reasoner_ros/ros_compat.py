@@ -13,6 +13,9 @@ release robots run, and Kilted; Humble's Python 3.10 is the language floor).
   900 s in Jazzy; `RESULT_RETENTION_S` (Jazzy's 900 s; a result is small) is passed explicitly so that both
   keep results alike. rclpy counts it on the node's clock: bag time under `use_sim_time` (a lock-step replay
   whose clock stands still keeps results meanwhile; at `--rate 4` 900 s of bag time pass in 225 s).
+- A subscription callback of two parameters gets each message's info (its publisher's sequence number, with
+  rmw_fastrtps) from rclpy 4 (Iron) on; Humble's rclpy calls with the message only:
+  `with_message_info(callback)` is a callback rclpy calls either way, the sequence None where none comes.
 
 Used by the ROS edge (node/) and the bag tools only; the core never imports it (import-linter's contract).
 """
@@ -20,7 +23,7 @@ Used by the ROS edge (node/) and the bag tools only; the core never imports it (
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -34,6 +37,7 @@ __all__ = [
     "fastdds_profile_env",
     "initialized",
     "ros_distro",
+    "with_message_info",
 ]
 
 # Fast DDS 3 (Kilted on) reads the first, Fast DDS 2 (Jazzy, Humble) only the second.
@@ -73,6 +77,21 @@ def fastdds_profile_env(profile: Path | str, environ: Mapping[str, str] | None =
 def fastdds_profile(environ: Mapping[str, str]) -> str:
     """The profile file a process with this environment uses, whichever variable names it ('' if none)."""
     return next((environ[name] for name in FASTDDS_PROFILE_VARIABLES if environ.get(name)), "")
+
+
+def with_message_info(callback: Callable[[Any, int | None], None]) -> Callable[..., None]:
+    """A subscription callback taking (message, publisher sequence number or None), as rclpy calls it."""
+    from rclpy.subscription import Subscription
+
+    if not hasattr(getattr(Subscription, "CallbackType", None), "WithMessageInfo"):  # Humble
+        return lambda msg: callback(msg, None)
+
+    def with_info(msg: Any, info: Any) -> None:
+        sequence = info.get("publication_sequence_number") if isinstance(info, dict) else None
+        # rmw implementations without sequence numbers report 0 or the maximum (RMW_MESSAGE_INFO_SEQUENCE_...)
+        callback(msg, sequence if isinstance(sequence, int) and 0 < sequence < 2**63 else None)
+
+    return with_info
 
 
 @contextmanager

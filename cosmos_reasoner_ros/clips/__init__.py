@@ -1,8 +1,10 @@
 """From camera messages to media the Reasoner reads, without ROS: messages to stamped numpy frames with the
-hostile-input limits (image_conversion), per-camera bounded clip buffers (clip_buffer), one time window across
-cameras (multi_camera), encoding (video_encoder), clips to MP4 / JPEG / data: URLs (clip_writer), and the
-private media directory (media_store). Above geometry; below the reasoner."""
+hostile-input limits (image_conversion), what a camera sent against what arrived (arrivals), per-camera
+bounded clip buffers (clip_buffer), one time window across cameras (multi_camera), encoding (video_encoder),
+clips to MP4 / JPEG / data: URLs (clip_writer) as the served model's video processor takes them
+(model_frames), and the private media directory (media_store). Above geometry; below the reasoner."""
 
+from cosmos_reasoner_ros.clips.arrivals import ArrivalReport, Arrivals, clip_shortfall
 from cosmos_reasoner_ros.clips.clip_buffer import BufferStats, Clip, ClipBuffer, fit_long_side
 from cosmos_reasoner_ros.clips.clip_writer import (
     CODECS,
@@ -30,6 +32,7 @@ from cosmos_reasoner_ros.clips.media_store import (
     RetentionPolicy,
     secure_media_directory,
 )
+from cosmos_reasoner_ros.clips.model_frames import VisionProfile
 from cosmos_reasoner_ros.clips.multi_camera import DEFAULT_STALE_AFTER_S, MultiCameraBuffer, Window
 
 __all__ = [
@@ -39,6 +42,8 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "DEFAULT_STALE_AFTER_S",
     "DEPTH_ENCODINGS",
+    "ArrivalReport",
+    "Arrivals",
     "BufferStats",
     "Clip",
     "ClipBuffer",
@@ -49,9 +54,11 @@ __all__ = [
     "MultiCameraBuffer",
     "PreEncoder",
     "RetentionPolicy",
+    "VisionProfile",
     "Window",
     "check_stamp",
     "clip_frame_rate",
+    "clip_shortfall",
     "encoder_available",
     "fit_long_side",
     "h264_available",

@@ -26,6 +26,7 @@ import numpy as np
 from cosmos_reasoner_ros.clips.clip_buffer import Clip
 from cosmos_reasoner_ros.clips.image_conversion import Frame
 from cosmos_reasoner_ros.clips.media_store import MediaRef, MediaStore
+from cosmos_reasoner_ros.clips.model_frames import VisionProfile
 from cosmos_reasoner_ros.clips.video_encoder import IntraEncoder, encoder_available, h264_available
 from cosmos_reasoner_ros.errors import ClipError
 
@@ -89,9 +90,20 @@ def _even_size(width: int, height: int) -> tuple[int, int]:
     return width + width % 2, height + height % 2
 
 
-def _images(frames: Sequence[Frame], width: int, height: int) -> list[np.ndarray]:
-    """The frames as RGB images of one even size (the encoders' input)."""
+def _images(frames: Sequence[Frame], width: int, height: int, stretch: bool = False) -> list[np.ndarray]:
+    """The frames as RGB images of one even size (the encoders' input): letterboxed into width x height, or
+    stretched to it (`stretch`: the model's own resize, whose aspect differs by its rounding only)."""
+    if stretch:
+        return _even([_stretch(_displayable(f.image), width, height) for f in frames])
     return _even([_letterbox(_displayable(f.image), width, height) for f in frames])
+
+
+def _stretch(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    h, w = image.shape[:2]
+    if (w, h) == (width, height):
+        return image
+    shrink = width * height < w * h
+    return cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
 
 
 class _PacketCache:
@@ -101,18 +113,18 @@ class _PacketCache:
     def __init__(self) -> None:
         # Single dict operations are atomic: request workers share the cache without a lock, and the weakref
         # callback (run wherever the frame is freed) cannot deadlock against one.
-        self._entries: dict[int, tuple[weakref.ref[Frame], tuple[int, int], bytes]] = {}
+        self._entries: dict[int, tuple[weakref.ref[Frame], tuple[int, ...], bytes]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, frame: Frame, size: tuple[int, int]) -> bytes | None:
+    def get(self, frame: Frame, size: tuple[int, ...]) -> bytes | None:
         entry = self._entries.get(id(frame))
         if entry is None or entry[0]() is not frame or entry[1] != size:
             return None
         return entry[2]
 
-    def put(self, frame: Frame, size: tuple[int, int], packet: bytes) -> None:
+    def put(self, frame: Frame, size: tuple[int, ...], packet: bytes) -> None:
         key, entries = id(frame), self._entries
 
         def forget(ref: weakref.ref[Frame]) -> None:
@@ -216,11 +228,16 @@ def _nearly_full(directory: Path) -> bool:
 
 
 class ClipWriter:
-    """Writes clips and images into a MediaStore (or as data: URLs when inline) and prunes old files.
+    """Writes clips and images into a MediaStore, whose retention limits each write keeps (or as data: URLs
+    when inline).
 
     Videos go through PyAV's encoders on `encode_threads` threads (0: up to 4, one per CPU). MPEG-4 part 2
     falls back to OpenCV's writer (one thread, about twice the time) when PyAV is absent, or always with
     backend="opencv". `close` stops the encoding threads.
+
+    With a `vision` profile (the served model's video processor), a clip is written as the model takes it:
+    only the frames its processor samples, at the size it resizes them to (model_frames.py), so the server
+    neither decodes frames it drops nor resizes the others. Without one, every frame at its own size.
     """
 
     def __init__(
@@ -231,6 +248,7 @@ class ClipWriter:
         image_format: str = "jpeg",
         encode_threads: int = 0,
         backend: str = "auto",
+        vision: VisionProfile | None = None,
     ) -> None:
         if codec not in CODECS:
             raise ValueError(f"codec must be one of {', '.join(CODECS)}, got {codec!r}")
@@ -245,6 +263,7 @@ class ClipWriter:
         self.codec = "h264" if codec == "h264" or (codec == "auto" and h264) else "mp4v"
         self.inline = inline
         self.image_format = image_format
+        self.vision = vision
         use_pyav = backend != "opencv" and encoder_available(self.codec)
         if backend == "pyav" and not use_pyav:
             raise ClipError(f"backend pyav needs PyAV with the {self.codec} encoder (pip install av)")
@@ -283,17 +302,23 @@ class ClipWriter:
         started = time.perf_counter()
         height, width = clip.frames[-1].image.shape[:2]  # the newest frame's size; others are letterboxed
         rate = Fraction(clip_frame_rate(clip)).limit_denominator(1000)
+        frames: Sequence[Frame] = clip.frames
+        stretch = False
+        if self.vision is not None:
+            native = (width, height)
+            frames, rate, (width, height) = self._as_model_takes(clip, rate, width, height)
+            stretch = (width, height) != native  # else the packets encoded ahead (prepare) serve as they are
         path: Path | None
         reused = 0
         if self._encoder is not None:
             try:
-                packets, reused = self._packets_for(self._encoder, clip.frames, width, height)
+                packets, reused = self._packets_for(self._encoder, frames, width, height, stretch)
                 data = self._encoder.mux(packets, *_even_size(width, height), rate)
             except Exception as exc:
                 raise ClipError(f"{self.codec} encoding of camera {clip.camera!r} failed: {exc}") from exc
             path = None if self.inline else self.store.write_bytes(data, ".mp4")
         else:
-            images = _images(clip.frames, width, height)
+            images = _images(frames, width, height, stretch)
             if self.inline:
                 with self.store.scratch(".mp4") as scratch:
                     self._mp4v_into(images, rate, scratch)
@@ -312,20 +337,44 @@ class ClipWriter:
             width=even_width,
             height=even_height,
             camera=clip.camera,
-            frames=len(clip.frames),
+            frames=len(frames),
             fps=float(rate),
             reused=reused,
         )
 
+    def _as_model_takes(
+        self, clip: Clip, rate: Fraction, width: int, height: int
+    ) -> tuple[Sequence[Frame], Fraction, tuple[int, int]]:
+        """The frames the model's processor keeps, the rate to write them at, and the size it keeps them at.
+
+        Fewer frames are written at the processor's own rate, so that it keeps each (it samples a file of n
+        frames at r fps down to int(n / r * fps)) and vLLM's loader does too (the request asks for the file's
+        rate); where float arithmetic could lose one there, every frame is written as it came."""
+        assert self.vision is not None
+        vision = self.vision
+        kept = vision.frame_indices(len(clip.frames), float(rate))
+        frames: Sequence[Frame] = clip.frames
+        if len(kept) < len(clip.frames):
+            model_rate = Fraction(vision.fps).limit_denominator(1000)
+            n, r = len(kept), float(model_rate)
+            if int(n / r * vision.fps) == n and math.floor(n / r * r) == n:
+                frames, rate = [clip.frames[i] for i in kept], model_rate
+        return frames, rate, vision.frame_size(len(frames), width, height)
+
     def _packets_for(
-        self, encoder: IntraEncoder, frames: Sequence[Frame], width: int, height: int
+        self,
+        encoder: IntraEncoder,
+        frames: Sequence[Frame],
+        width: int,
+        height: int,
+        stretch: bool = False,
     ) -> tuple[list[bytes], int]:
         """One packet per frame at the (evened) width x height, and how many were reused: frames encoded
         before are taken from the cache, the others are encoded (in parallel) and kept."""
-        size = _even_size(width, height)
+        size = (*_even_size(width, height), int(stretch))
         cached = [self._packets.get(frame, size) for frame in frames]
         missing = [index for index, packet in enumerate(cached) if packet is None]
-        fresh_images = _images([frames[i] for i in missing], width, height)
+        fresh_images = _images([frames[i] for i in missing], width, height, stretch)
         fresh = dict(zip(missing, encoder.encode_frames(fresh_images), strict=True))
         for index, packet in fresh.items():
             self._packets.put(frames[index], size, packet)
@@ -392,8 +441,6 @@ class ClipWriter:
             url = path.as_uri()
             size = path.stat().st_size
         encode_s = time.perf_counter() - started
-        if path is not None:
-            self.store.prune(keep=[path])
         return MediaRef(
             kind=kind,
             url=url,

@@ -234,7 +234,9 @@ class MediaStore:
     """Our files in one directory: `<prefix>-<UTC time>-<random>.<ext>`, mode 0600, in a 0700 directory.
 
     Writers get a temporary name in the same directory and the file is renamed into place when complete, so
-    the server never reads half a clip. Thread-safe: names are unique, pruning tolerates concurrent deletes.
+    the server never reads half a clip. Before the rename, the oldest files go until the new one fits the
+    retention limits, so our finished files are within them at every instant (temporaries being written are
+    hidden and not counted). Thread-safe: names are unique, pruning tolerates concurrent deletes.
     """
 
     def __init__(
@@ -330,9 +332,17 @@ class MediaStore:
                 fill(fd, temp)
             finally:
                 os.close(fd)
-            if os.lstat(temp).st_size == 0:
+            size = os.lstat(temp).st_size
+            if size == 0:
                 raise ClipError(f"the encoder wrote nothing into {temp.name}")
-            temp.rename(final)
+            # Room is made before the file appears, under the lock every writer takes: the limits hold at
+            # every instant, whatever the number of writers (a file named after the write was one too many
+            # until its own prune, which a soak listing the directory saw).
+            with self._lock:
+                now = time.time()
+                self._delete(self._beyond_limits(set(), now, room=(1, size)))
+                temp.rename(final)
+                self._prune_temporaries(now)  # a crashed write's, an hour old
         except OSError as exc:
             self._discard(temp)
             raise ClipError(_describe(exc, self.directory)) from exc
@@ -389,25 +399,37 @@ class MediaStore:
         return len(files), sum(info.st_size for _, info in files)
 
     def prune(self, keep: Iterable[Path] = (), now: float | None = None) -> list[Path]:
-        """Delete our oldest files beyond the count, byte and age limits (never `keep`); returns them."""
-        policy = self.retention
+        """Delete our oldest files beyond the count, byte and age limits (never `keep`); returns them.
+
+        Each write makes room for its file before it appears and removes stale temporaries; this is for limits
+        changed since, and age."""
         now = time.time() if now is None else now
-        protected = {Path(p).name for p in keep}
         with self._lock:
-            files = [(p, i) for p, i in self.own_files() if p.name not in protected]
-            kept_count = len(protected)
-            total = sum(i.st_size for _, i in files) + sum(self._size_of(n) for n in protected)
-            doomed: list[Path] = []
-            for index, (path, info) in enumerate(files):
-                remaining = len(files) - index + kept_count
-                too_old = policy.max_age_s > 0 and now - info.st_mtime > policy.max_age_s
-                too_many = policy.max_files > 0 and remaining > policy.max_files
-                too_big = policy.max_bytes > 0 and total > policy.max_bytes
-                if not (too_old or too_many or too_big):
-                    continue
-                doomed.append(path)
-                total -= info.st_size
+            deleted = self._delete(self._beyond_limits({Path(p).name for p in keep}, now))
             self._prune_temporaries(now)
+        return deleted
+
+    def _beyond_limits(self, protected: set[str], now: float, room: tuple[int, int] = (0, 0)) -> list[Path]:
+        """Our files to delete, oldest first, so that the rest with `room` (files, bytes) more are within the
+        limits; `protected` names are never chosen but count."""
+        policy = self.retention
+        files = [(p, i) for p, i in self.own_files() if p.name not in protected]
+        kept_count = len(protected) + room[0]
+        total = sum(i.st_size for _, i in files) + sum(self._size_of(n) for n in protected) + room[1]
+        doomed: list[Path] = []
+        for index, (path, info) in enumerate(files):
+            remaining = len(files) - index + kept_count
+            too_old = policy.max_age_s > 0 and now - info.st_mtime > policy.max_age_s
+            too_many = policy.max_files > 0 and remaining > policy.max_files
+            too_big = policy.max_bytes > 0 and total > policy.max_bytes
+            if not (too_old or too_many or too_big):
+                continue
+            doomed.append(path)
+            total -= info.st_size
+        return doomed
+
+    @staticmethod
+    def _delete(doomed: list[Path]) -> list[Path]:
         deleted = []
         for path in doomed:
             try:

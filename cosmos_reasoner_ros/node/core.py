@@ -19,6 +19,7 @@ from cosmos_reasoner_ros.clips import (
     MultiCameraBuffer,
     PreEncoder,
     RetentionPolicy,
+    VisionProfile,
 )
 from cosmos_reasoner_ros.errors import ReasonerError, quoted
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, split_tasks, validate
@@ -77,7 +78,11 @@ class Core:
                 ),
             )
             writer = ClipWriter(
-                store, codec=cfg.codec, inline=cfg.inline_media, image_format=cfg.image_format
+                store,
+                codec=cfg.codec,
+                inline=cfg.inline_media,
+                image_format=cfg.image_format,
+                vision=model_video_profile(cfg),
             )
             client_settings = ClientSettings(
                 base_url=cfg.server_url,
@@ -85,6 +90,10 @@ class Core:
                 api_key_env=cfg.api_key_env,
                 connect_timeout_s=cfg.connect_timeout_s,
                 read_timeout_s=cfg.request_timeout_s,
+                total_timeout_s=cfg.request_total_timeout_s or None,
+                first_token_timeout_s=cfg.first_token_timeout_s,
+                min_tokens_per_s=cfg.min_tokens_per_s,
+                progress_window_s=cfg.progress_window_s,
                 max_retries=cfg.max_retries,
             )
             request_settings = RequestSettings(
@@ -162,6 +171,17 @@ class Core:
             self.pre_encoder.close()
         self.writer.close()
         self.client.close()
+
+
+def model_video_profile(cfg: NodeConfig) -> VisionProfile | None:
+    """The served model's video processor as the node's parameters describe it; None when they do not."""
+    if not (cfg.model_video_fps or cfg.model_video_max_pixels or cfg.model_video_min_pixels):
+        return None
+    return VisionProfile(
+        fps=cfg.model_video_fps,
+        max_pixels=cfg.model_video_max_pixels,
+        min_pixels=cfg.model_video_min_pixels,
+    )
 
 
 def user_schema_check(catalog: TaskCatalog, timeout_s: float = 120.0) -> tuple[list[str], list[str]]:

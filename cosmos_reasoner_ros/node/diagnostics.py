@@ -10,10 +10,10 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cosmos_reasoner_ros.clips import BufferStats
+from cosmos_reasoner_ros.clips import ArrivalReport, Arrivals, BufferStats, clip_shortfall
 
 if TYPE_CHECKING:  # annotations only: diagnostics stays below the modules it reports on
     from cosmos_reasoner_ros.node.health import HealthMonitor
@@ -25,6 +25,7 @@ __all__ = [
     "ProblemLog",
     "StatusReport",
     "camera_status",
+    "namesake_status",
     "node_status",
     "requests_status",
     "server_status",
@@ -56,6 +57,7 @@ class CameraStats:
     not_colour: int = 0  # depth or other non-colour encodings on a colour topic
     last_receive: float = 0.0  # time.monotonic() of the newest message
     last_error: str = ""
+    arrivals: Arrivals = field(default_factory=Arrivals)  # what the camera sent against what arrived
 
 
 class ProblemLog:
@@ -78,6 +80,21 @@ class ProblemLog:
             self._last[key] = now
             repeats = self._suppressed.pop(key, 0)
         self._log(message + (f" ({repeats} more since last report)" if repeats else ""))
+
+
+def namesake_status(name: str, servers: int, domain: str) -> StatusReport | None:
+    """An error while another node of this node's name is on the ROS domain (`servers` nodes serve its
+    ~/trigger): each trigger and goal goes to either, and a client may wait on the other for a result that
+    never comes (a node left running, or launched twice). None while this node is the only one."""
+    if servers <= 1:
+        return None
+    return StatusReport(
+        "reasoner_node: namesake",
+        "error",
+        f"{servers} nodes named {name} on ROS domain {domain}: triggers and goals go to either; "
+        "stop the other or give each its own name or namespace",
+        {"nodes_of_this_name": servers, "ros_domain_id": domain},
+    )
 
 
 def server_status(
@@ -149,10 +166,22 @@ def requests_status(
 
 
 def camera_status(
-    name: str, topic: str, stats: CameraStats, buffer: BufferStats, now: float, stale_after_s: float
+    name: str,
+    topic: str,
+    stats: CameraStats,
+    buffer: BufferStats,
+    now: float,
+    stale_after_s: float,
+    clip_seconds: float = 0.0,
+    sample_fps: float = 0.0,
 ) -> StatusReport:
-    """A camera is stale when no message arrived for stale_after_s (monotonic time)."""
+    """A camera is stale when no message arrived for stale_after_s (monotonic time). It warns too when a clip
+    of clip_seconds would be short of frames: fewer arrive than the sampling would keep of what it publishes
+    (a camera outrunning the transport or the node; the frames lost before the callback are counted)."""
     stale = stats.last_receive == 0.0 or now - stats.last_receive > stale_after_s
+    arrivals = stats.arrivals.report()
+    has, wanted = clip_shortfall(arrivals, clip_seconds, sample_fps)
+    short = not stale and clip_seconds > 0 and wanted - has >= 1 and has < 0.8 * wanted
     values: dict[str, object] = {
         "topic": topic,
         "frames_received": stats.received,
@@ -163,6 +192,14 @@ def camera_status(
         "frames_too_large": stats.too_large,
         "frames_bad_stamp": stats.bad_stamp,
         "frames_not_colour": stats.not_colour,
+        "frames_lost_before_callback": arrivals.lost,
+        "frames_lost_recent_percent": round(arrivals.lost_percent, 1),
+        "frames_lost_measured_by": arrivals.measured_by or "(not yet)",
+        "published_hz": round(arrivals.published_hz, 2),
+        "received_hz": round(arrivals.received_hz, 2),
+        "clip_frames_expected": round(has, 1),
+        "clip_frames_if_none_lost": round(wanted, 1),
+        "publisher_restarts": arrivals.restarts,
         "last_frame_error": stats.last_error,
         "seconds_since_last_frame": (now - stats.last_receive) if stats.last_receive else -1.0,
         "buffer_frames": buffer.frames,
@@ -173,13 +210,34 @@ def camera_status(
         else 0.0,
         "buffer_resets": buffer.resets,
     }
+    if stale:
+        message = "stale: no frames"
+    else:
+        message = "receiving" + _arrival_words(arrivals)
+        if short:
+            message += f"; a {clip_seconds:g} s clip would hold {has:.0f} of {wanted:.0f} frames"
     return StatusReport(
         f"reasoner_node: camera {name}",
-        "warn" if stale else "ok",
-        "stale: no frames" if stale else "receiving",
+        "warn" if stale or short else "ok",
+        message,
         values,
         hardware_id=name,
     )
+
+
+def _arrival_words(arrivals: ArrivalReport) -> str:
+    """ "" when nothing is lost, else how much of what the camera publishes arrives."""
+    if not arrivals.lost_recent:
+        return ""
+    how = "" if arrivals.measured_by == "sequence" else ", estimated from the stamps"
+    return (
+        f" {_hz(arrivals.received_hz)} Hz of {_hz(arrivals.published_hz)} Hz published "
+        f"({arrivals.lost_percent:.0f} % lost before the callback{how})"
+    )
+
+
+def _hz(rate: float) -> str:
+    return f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"
 
 
 def node_status(
@@ -208,5 +266,9 @@ def node_status(
     now, stale_after = time.monotonic(), max(2.0, 5.0 / cfg.sample_fps)
     for cam in cfg.cameras:
         stats, buffer = cameras[cam.name]
-        reports.append(camera_status(cam.name, cam.topic, stats, buffer, now, stale_after))
+        reports.append(
+            camera_status(
+                cam.name, cam.topic, stats, buffer, now, stale_after, cfg.clip_seconds, cfg.sample_fps
+            )
+        )
     return reports

@@ -1,7 +1,8 @@
 """One camera's messages to buffered frames, without ROS (messages are duck-typed): the stamp checked against
 the receive time, decimation before decoding, conversion with the size and kind limits, the buffer, and
-pre-encoding of kept frames; every refusal counted by kind and reported, throttled. Never raises: a bad frame
-must not stop the camera stream.
+pre-encoding of kept frames; every refusal counted by kind and reported, throttled; every arrival, with its
+stamp and publisher sequence number, counted against what the camera sent (clips.Arrivals). Never raises: a
+bad frame must not stop the camera stream.
 """
 
 from __future__ import annotations
@@ -78,12 +79,18 @@ class CameraIngest:
         self._refused[kind] = self._refused.get(kind, 0) + 1
         self._last_refusal = error
 
-    def __call__(self, msg: Any, receive_ns: int) -> None:
+    def __call__(self, msg: Any, receive_ns: int, sequence: int | None = None) -> None:
+        """One message, received at receive_ns (the node's clock); `sequence`: its publisher's sequence number
+        where the middleware gives it (frames lost before this callback are then counted exactly)."""
         stats = self.stats
         stats.received += 1
         stats.last_receive = time.monotonic()
+        stamp: int | None = None
         try:
-            stamp = message_stamp_ns(msg, receive_ns, self._use_receive_time, max_ahead_s=self._max_ahead_s)
+            try:
+                stamp = message_stamp_ns(msg, receive_ns, self._use_receive_time, self._max_ahead_s)
+            finally:  # refused for its stamp or not, it arrived: counted against what the camera sent
+                stats.arrivals.observe(stats.last_receive, stamp, sequence)
             if not self.buffer.wants(stamp):  # decimate before paying for decoding
                 stats.skipped += 1
                 return

@@ -67,6 +67,9 @@ class NodeConfig:
     media_max_age_s: float
     inline_media: bool
     codec: str
+    model_video_fps: float
+    model_video_max_pixels: int
+    model_video_min_pixels: int
     image_format: str
     tiled: bool
     pre_encode: str
@@ -75,6 +78,10 @@ class NodeConfig:
     api_key_env: str
     connect_timeout_s: float
     request_timeout_s: float
+    first_token_timeout_s: float
+    min_tokens_per_s: float
+    progress_window_s: float
+    request_total_timeout_s: float
     max_retries: int
     stream: bool
     structured_output: bool
@@ -145,7 +152,11 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
         "left out of a request and named in its result",
     ),
     "media_dir": (DEFAULT_MEDIA_DIR, "directory for clip files (the server must be allowed to read it)"),
-    "media_max_files": (200, "retention: most clip files of this node kept in media_dir; 0: no limit"),
+    "media_max_files": (
+        200,
+        "retention: most clip files of this node in media_dir at any instant (besides the one being "
+        "written, a hidden temporary); 0: no limit",
+    ),
     "media_max_mb": (2048.0, "[MiB] retention: most bytes of this node's clip files; 0: no limit"),
     "media_max_age_s": (3600.0, "[s] retention: this node's clip files older than this are deleted; 0: keep"),
     "inline_media": (
@@ -153,6 +164,17 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
         "send clips as data: URLs instead of file:// URLs (for a server on another host)",
     ),
     "codec": ("auto", "clip codec: auto (H.264 when PyAV is present, else mp4v), h264 or mp4v"),
+    "model_video_fps": (
+        0.0,
+        "[Hz] the served model's video processor samples clips at this rate (its video_preprocessor_config: "
+        "fps): clips carry only the frames it keeps; 0: unknown, every frame is sent",
+    ),
+    "model_video_max_pixels": (
+        0,
+        "[px] its pixel budget for a whole video (size.longest_edge): clips are written at the size it "
+        "resizes them to, so that the server does not; 0: unknown (sides only rounded to multiples of 32)",
+    ),
+    "model_video_min_pixels": (0, "[px] its size.shortest_edge; 0: unknown"),
     "image_format": ("jpeg", "still image format for image tasks: jpeg or png"),
     "tiled": (False, "several cameras: one tiled video instead of one video per camera"),
     "pre_encode": (
@@ -163,7 +185,23 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "model": ("", "served model name; empty: the first model the server lists"),
     "api_key_env": ("COSMOS_REASONER_API_KEY", "name of the environment variable holding the API key"),
     "connect_timeout_s": (5.0, "[s] TCP connect timeout"),
-    "request_timeout_s": (120.0, "[s] read timeout of one request"),
+    "request_timeout_s": (120.0, "[s] read timeout of one request: longest silence (no byte)"),
+    "first_token_timeout_s": (
+        30.0,
+        "[s] longest wait for an answer's first token (reasoning or content; keep-alives and headers are "
+        "no token), then too_slow; never longer than request_timeout_s (then timeout); an unstreamed body "
+        "within this of its headers; 0: request_timeout_s",
+    ),
+    "min_tokens_per_s": (
+        1.0,
+        "[tokens/s] progress floor after the first token, over progress_window_s, then too_slow; also "
+        "bounds a whole answer by first_token_timeout_s + max_tokens / this; 0: off",
+    ),
+    "progress_window_s": (10.0, "[s] the window over which min_tokens_per_s is averaged"),
+    "request_total_timeout_s": (
+        0.0,
+        "[s] longest whole request (retries included) from sending, then timeout; 0: no limit",
+    ),
     "max_retries": (2, "retries on connection errors and 5xx"),
     "stream": (True, "stream answers (time to first token, partial text in action feedback)"),
     "structured_output": (False, "send the task's JSON schema as structured output"),
@@ -260,8 +298,15 @@ RANGES: dict[str, tuple[float, float]] = {
     "media_max_files": (0, 1_000_000),
     "media_max_mb": (0.0, 1 << 24),
     "media_max_age_s": (0.0, 10 * 365 * 86400.0),
+    "model_video_fps": (0.0, 120.0),
+    "model_video_max_pixels": (0, 1 << 40),
+    "model_video_min_pixels": (0, 1 << 40),
     "connect_timeout_s": (0.01, 3600.0),
     "request_timeout_s": (0.01, 86400.0),
+    "first_token_timeout_s": (0.0, 86400.0),
+    "min_tokens_per_s": (0.0, 100_000.0),
+    "progress_window_s": (0.1, 3600.0),
+    "request_total_timeout_s": (0.0, 86400.0),
     "max_retries": (0, 100),
     "max_tokens": (0, 1_000_000),
     "max_instruction_chars": (1, 1_000_000),

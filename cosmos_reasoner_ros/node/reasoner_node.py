@@ -24,35 +24,46 @@ from collections.abc import Callable
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
-from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+from rcl_interfaces.msg import ParameterDescriptor, ParameterType, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.clock import Clock
 from rclpy.clock_type import ClockType
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from rclpy.service import Service
 from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from cosmos_reasoner_ros.handoff import read_settings as read_handoff_settings
 from cosmos_reasoner_ros.node.core import Core
-from cosmos_reasoner_ros.node.diagnostics import LastRequest, ProblemLog, StatusReport, node_status
+from cosmos_reasoner_ros.node.diagnostics import (
+    LastRequest,
+    ProblemLog,
+    StatusReport,
+    namesake_status,
+    node_status,
+)
+from cosmos_reasoner_ros.node.handoff import HandoffEdge
 from cosmos_reasoner_ros.node.health import HealthMonitor
 from cosmos_reasoner_ros.node.ingest import CameraIngest
 from cosmos_reasoner_ros.node.intake import RequestIntake, instruction_from_cdr
+from cosmos_reasoner_ros.node.lifecycle_services import LifecycleServices
 from cosmos_reasoner_ros.node.outputs import ResultOutputs
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config, secret_problems
 from cosmos_reasoner_ros.node.reason_action import ReasonActionServer
+from cosmos_reasoner_ros.node.request_gate import RequestGate
 from cosmos_reasoner_ros.node.ros_conversion import (
     diagnostic_array,
     diagnostic_status,
     result_msg,
 )
+from cosmos_reasoner_ros.node.service_replies import AnswerCount, always_answer
 from cosmos_reasoner_ros.reasoner import ReasonerClient
 from cosmos_reasoner_ros.requests import Job, Outcome, RequestScheduler
+from cosmos_reasoner_ros.ros_compat import with_message_info
 
 __all__ = ["ConfigError", "ReasonerNode"]
 
@@ -74,21 +85,26 @@ class ReasonerNode(LifecycleNodeMixin, Node):
     def __init__(self, node_name: str = "reasoner_node", **kwargs: Any) -> None:
         Node.__init__(self, node_name, **kwargs)
         # What shutdown() touches exists before anything can fail: a half-built node shuts down cleanly.
-        self._shutting_down = False
-        self._active = False  # accepting requests: between a successful activate and deactivate/shutdown
+        self._gate = RequestGate()  # taking requests between activate and deactivate; shutdown ends it
         self._scheduler: RequestScheduler | None = None
         self._health: HealthMonitor | None = None
         self._action: ReasonActionServer | None = None
-        self._inputs: list[Any] = []  # subscriptions, service, timers created at activate
+        self._inputs: list[Any] = []  # subscriptions and timers created at activate
         self._config_error: ConfigError | None = None
+        self.handoff: HandoffEdge | None = None  # the Nav2 handoff (handoff.mode), built at configure
+        self.answered = AnswerCount()  # requests answered by the services and the action (main's last drain)
         try:
             self._refuse_secrets()
             self.config = cfg = read_config(self._declare)
+            self.handoff_settings = read_handoff_settings(self._declare)
         except Exception:
             Node.destroy_node(self)  # the half-built node must not outlive the failed start
             raise
-        # The lifecycle services exist only for a managed node: a plain one looks as it always did.
-        LifecycleNodeMixin.__init__(self, enable_communication_interface=cfg.lifecycle)
+        self.add_on_set_parameters_callback(self._refuse_undeclared)  # after every declaration
+        # rcl's lifecycle services are replaced by the node's own (node/lifecycle_services.py), and exist only
+        # for a managed node: a plain one looks as it always did. rcl publishes ~/transition_event either way.
+        LifecycleNodeMixin.__init__(self, enable_communication_interface=False)
+        self._create_request_interfaces(cfg)
         if cfg.lifecycle:
             self.get_logger().info("managed node: waiting for configure (ros2 lifecycle set ... configure)")
             return
@@ -110,6 +126,15 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         problems = secret_problems({name: p.value for name, p in overrides.items()})
         if problems:
             raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
+
+    def _refuse_undeclared(self, parameters: list[Any]) -> SetParametersResult:
+        """The node's own parameters are read-only (rclpy refuses a set before this is asked); this refuses
+        a name the node never declared. rclpy's check of undeclared names skips a falsy one: a set_parameters
+        of the name '' succeeded and created that parameter."""
+        unknown = [p.name for p in parameters if not self.has_parameter(p.name)]
+        if unknown:
+            return SetParametersResult(successful=False, reason=f"no parameter {unknown[0][:64]!r} here")
+        return SetParametersResult(successful=True)
 
     def _declare(self, name: str, default: Any, doc: str) -> Any:
         # Floats accept integers too (`clip_seconds: 4` in YAML); every other type is checked by rclpy.
@@ -138,13 +163,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         cfg = self.config
-        if self._scheduler is None or self._scheduler.closed:
-            self._scheduler = self._new_scheduler()
+        if not self._gate.prepare(self._ensure_scheduler):  # a signal came: no new scheduler after it
+            return TransitionCallbackReturn.FAILURE
         health = self._health_monitor()
         health.start()
         if cfg.activate_wait_for_server_s > 0:
             deadline = time.monotonic() + cfg.activate_wait_for_server_s
-            while not health.healthy and time.monotonic() < deadline:
+            while not health.healthy and time.monotonic() < deadline and not self._gate.stopping:
                 time.sleep(0.1)
             if not health.healthy:
                 self.get_logger().error(
@@ -154,8 +179,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 # and the core it reports to, and a dead thread was then reused with a stale `healthy`.
                 self._stop_health()
                 return TransitionCallbackReturn.FAILURE
-        self._create_inputs(cfg)
-        self._active = True
+        if not self._gate.open_with(lambda: self._create_inputs(cfg)):
+            self._stop_health()
+            return TransitionCallbackReturn.FAILURE
         self.get_logger().info(
             f"ready: cameras {', '.join(c.name + '<-' + c.topic for c in cfg.cameras)}; "
             f"server {cfg.server_url}; "
@@ -182,14 +208,26 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """From any state: nothing accepted from now on (the service and topics go; goals are refused), what
-        is in flight ends with its results. Goal results stay retrievable until the node is destroyed."""
+        """From any state: nothing accepted from now on (topics and timers go; triggers and goals are
+        refused with the reason), what is in flight ends with its results. Goal results stay retrievable until
+        the node is destroyed."""
         self._stop_inputs()
         self.shutdown()
         return TransitionCallbackReturn.SUCCESS
 
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A transition's callback raised: everything it may have started is released, and the node is
+        unconfigured as the state machine then says (before, rclpy's default left inputs, requests and the
+        core of a half-done transition running behind an `unconfigured` state)."""
+        self.get_logger().error(f"transition from {state.label} failed: releasing everything (unconfigured)")
+        self._stop_inputs()
+        if self._scheduler is not None:
+            self._scheduler.shutdown(self.config.shutdown_timeout_s)
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
     def _stop_inputs(self) -> None:
-        self._active = False
+        self._gate.close()
         for entity in self._inputs:
             self._destroy_input(entity)
         self._inputs.clear()
@@ -197,15 +235,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
     def _destroy_input(self, entity: Any) -> None:
         if isinstance(entity, Subscription):
             self.destroy_subscription(entity)
-        elif isinstance(entity, Service):
-            self.destroy_service(entity)
         elif isinstance(entity, Timer):
             self.destroy_timer(entity)
 
     def _stop_health(self) -> None:
-        if self._health is not None:
-            self._health.stop()
-            self._health = None
+        health, self._health = self._health, None  # a transition and a signal's shutdown may both stop it
+        if health is not None:
+            health.stop()
 
     def _release(self) -> None:
         """Everything configure built: the core (encoders, client), publishers, and the health monitor that
@@ -220,6 +256,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         diagnostics_pub = self.__dict__.pop("diagnostics_pub", None)
         if diagnostics_pub is not None:
             self.destroy_publisher(diagnostics_pub)
+        handoff, self.handoff = self.handoff, None
+        if handoff is not None:
+            handoff.destroy()
 
     # ------------------------------------------------------------------------------------- configuration
 
@@ -227,6 +266,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         """Validate everything and build the core; the node's own bookkeeping; the output publishers."""
         self.core: Core = Core.build(cfg)
         core = self.core
+        try:
+            HandoffEdge.check(cfg, self.handoff_settings, core.catalog)
+        except ConfigError:
+            self.__dict__.pop("core").close()
+            raise
         for note in core.notes:
             self.get_logger().info(note)
         self.catalog, self.buffers, self.buffer, self.pipeline = (
@@ -267,11 +311,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         # (outcome without frames, time.monotonic() when its messages were published): request-path timings
         # for benchmarks and tests; bounded, and nothing in it pins frames or inline media.
         self.recent: collections.deque[tuple[Outcome, float]] = collections.deque(maxlen=100)
-        # Requests arrive in bursts (many clients at once): the queues must hold a burst, or DDS drops calls
-        # that then never get a reply; the result queue holds the burst of their results.
-        self._requests_qos = QoSProfile(depth=cfg.request_queue_depth, reliability=ReliabilityPolicy.RELIABLE)
         self.outputs = ResultOutputs(self, cfg, self._problems, self._requests_qos)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.handoff = HandoffEdge.create(self, cfg, self.handoff_settings, self._problems)
+
+    def _ensure_scheduler(self) -> None:
+        if self._scheduler is None or self._scheduler.closed:
+            self._scheduler = self._new_scheduler()
 
     def _new_scheduler(self) -> RequestScheduler:
         cfg = self.config
@@ -327,8 +373,52 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     # ------------------------------------------------------------------------------------------ interfaces
 
+    def _create_request_interfaces(self, cfg: NodeConfig) -> None:
+        """`~/trigger` and `~/reason`, for the node's life: a request sent in any state, or queued when a
+        transition comes, gets its answer (refused with the reason while the node is not active). Before, the
+        service went away at deactivate with the calls queued in it: 196 of 200 triggers sent 20 ms before a
+        deactivate never got a reply. A managed node's lifecycle services; every service answers every
+        request, also one whose callback fails."""
+        # Requests arrive in bursts (many clients at once): the queues must hold a burst, or DDS drops calls
+        # that then never get a reply; the result queue holds the burst of their results.
+        self._requests_qos = QoSProfile(depth=cfg.request_queue_depth, reliability=ReliabilityPolicy.RELIABLE)
+        self._requests_group = ReentrantCallbackGroup()
+        self.create_service(
+            Trigger,
+            "~/trigger",
+            self._on_trigger,
+            qos_profile=self._requests_qos,
+            callback_group=self._requests_group,
+        )
+        self._action = ReasonActionServer(
+            self,
+            lambda tasks, settings: self.intake.new_group(tasks, settings),
+            lambda group, progress, done: self.intake.submit(group, progress, done)[0],
+            lambda job: self.scheduler.cancel(job),
+            lambda outcome: result_msg(outcome, self._frame_id(outcome)),
+            cfg.feedback_rate_hz,
+            self._requests_qos,
+            self._requests_group,
+            accepting=self._accepting_goals,
+        )
+        if cfg.lifecycle:
+            LifecycleServices(
+                self,
+                self._requests_qos,
+                lambda: "the process is shutting down" if self._gate.stopping else "",
+                self.get_logger().warning,
+            )
+        failures = ProblemLog(self.get_logger().error)
+        for service in self.services:  # the lifecycle and parameter services too
+            always_answer(service, failures.report, self.answered)
+
+    def _accepting_goals(self) -> bool:
+        """Asked once per goal: accepted only while active."""
+        self.answered.add()
+        return self._gate.open
+
     def _create_inputs(self, cfg: NodeConfig) -> None:
-        trigger_group, timer_group = ReentrantCallbackGroup(), MutuallyExclusiveCallbackGroup()
+        trigger_group, timer_group = self._requests_group, MutuallyExclusiveCallbackGroup()
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         requests = self._requests_qos
         image_qos = qos_profile_sensor_data if cfg.image_qos == "sensor_data" else reliable
@@ -356,11 +446,6 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 raw=True,
             )
         )
-        self._inputs.append(
-            self.create_service(
-                Trigger, "~/trigger", self._on_trigger, qos_profile=requests, callback_group=trigger_group
-            )
-        )
         # Diagnostics tick on the steady clock: with use_sim_time a replay's /clock stands still while the
         # player waits for answers (lock-step), and a timer on the node's clock would stop with it. The
         # periodic trigger stays on the node's clock (bag time in a replay).
@@ -372,28 +457,16 @@ class ReasonerNode(LifecycleNodeMixin, Node):
             self._inputs.append(
                 self.create_timer(cfg.trigger_period_s, self._on_timer, callback_group=timer_group)
             )
-        if self._action is None:  # one for the node's life: results outlive deactivate and cleanup
-            self._action = ReasonActionServer(
-                self,
-                lambda tasks, settings: self.intake.new_group(tasks, settings),
-                lambda group, progress, done: self.intake.submit(group, progress, done)[0],
-                lambda job: self.scheduler.cancel(job),
-                lambda outcome: result_msg(outcome, self._frame_id(outcome)),
-                cfg.feedback_rate_hz,
-                requests,
-                trigger_group,
-                accepting=lambda: self._active and not self._shutting_down,
-            )
 
     # ------------------------------------------------------------------------------------------ inputs
 
-    def _on_image(self, camera: str) -> Callable[[Any], None]:
+    def _on_image(self, camera: str) -> Callable[..., None]:
         ingest = self.ingest[camera]
 
-        def on_image(msg: Any) -> None:
-            ingest(msg, self.get_clock().now().nanoseconds)
+        def on_image(msg: Any, sequence: int | None) -> None:  # sequence: frames lost before are counted
+            ingest(msg, self.get_clock().now().nanoseconds, sequence)
 
-        return on_image
+        return with_message_info(on_image)
 
     def _on_instruction(self, raw: bytes) -> None:
         text, problem = instruction_from_cdr(raw)
@@ -405,8 +478,23 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     # ---------------------------------------------------------------------------------------- triggers
 
+    def _not_taking_requests(self, gate_open: bool) -> str:
+        """Why a trigger makes no request now ("" when it does). While active it does, also once a shutdown
+        signal came (the state is still active): the scheduler refuses it with its one `cancelled` result.
+        In every other state (a lifecycle shutdown included) no request exists: no id, no result to wait
+        for."""
+        state = self._state_machine.current_state[1]
+        if gate_open or (self._gate.stopping and state == "active" and "outputs" in self.__dict__):
+            return ""
+        return f"the node is not active (lifecycle state {state}): activate it first"
+
     def _on_trigger(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        job, refused = self.intake.submit(self.intake.trigger_group())
+        with self._gate.taking() as gate_open:
+            refusal = self._not_taking_requests(gate_open)
+            if refusal:
+                response.success, response.message = False, f"rejected: {refusal}"
+                return response
+            job, refused = self.intake.submit(self.intake.trigger_group())
         response.success = not refused
         # The request ids first (one per task, space-separated), so a caller can match each ~/result; a
         # refusal says why after them.
@@ -416,7 +504,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         return response
 
     def _on_timer(self) -> None:
-        self.intake.submit(self.intake.trigger_group())
+        with self._gate.taking() as gate_open:
+            if gate_open:  # a tick racing deactivate makes no request the scheduler would never see
+                self.intake.submit(self.intake.trigger_group())
 
     # ----------------------------------------------------------------------------------------- outputs
 
@@ -437,7 +527,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         outputs: ResultOutputs | None = self.__dict__.get("outputs")
         if outputs is None:  # after cleanup (deactivate's wait timed out): only the goal's result is left
             return outcome.published(now_ns)
-        return outputs.prepare(outcome, now_ns)
+        prepared = outputs.prepare(outcome, now_ns)
+        handoff = self.handoff  # the Nav2 handoff's first decision about it rides in its result
+        return (
+            handoff.consider(prepared, now_ns, self._frame_id(prepared)) if handoff is not None else prepared
+        )
 
     def _deliver(self, job: Job, outcome: Outcome) -> None:
         """On the delivery thread, once per job: the result, then the extras of a success."""
@@ -471,7 +565,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
     def status_reports(self) -> list[StatusReport]:
         with self._lock:
             last = LastRequest(**vars(self._last))
-        return node_status(
+        reports = node_status(
             self.config,
             self._health_monitor(),
             self.scheduler,
@@ -484,6 +578,16 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 "frames_encoded_kept": self.core.writer.cached_frames,
             },
         )
+        if self.handoff is not None:
+            reports.append(self.handoff.status_report())
+        name = self.get_fully_qualified_name()
+        namesake = namesake_status(
+            name, self.count_services(f"{name}/trigger"), str(self.context.get_domain_id())
+        )
+        if namesake is not None:
+            reports.append(namesake)
+            self._problems.report("namesake", namesake.message)
+        return reports
 
     def diagnostics(self) -> DiagnosticArray:
         statuses = [
@@ -493,7 +597,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         return diagnostic_array(statuses, self.get_clock().now().nanoseconds)
 
     def _publish_diagnostics(self) -> None:
-        if self._shutting_down:
+        if self._gate.stopping:
             return
         try:
             self.diagnostics_pub.publish(self.diagnostics())
@@ -509,16 +613,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         shutdown_timeout_s), then stop the threads. Idempotent, and safe at any point of construction. Goal
         results reach their clients only while an executor spins this node: main() keeps spinning meanwhile.
         """
-        if self._shutting_down:
+        if not self._gate.stop():
             return
-        self._shutting_down = True
-        self._active = False
         config = getattr(self, "config", None)
         timeout = timeout_s if timeout_s is not None else (config.shutdown_timeout_s if config else 3.0)
         if self._scheduler is not None and not self._scheduler.shutdown(timeout):
             self.get_logger().warning(f"shutdown: results still unpublished after {timeout:g} s")
-        if self._health is not None:
-            self._health.stop()
+        self._stop_health()
         # Encoding threads and the client: no request is left to use them. The publishers stay until the node
         # is destroyed, so that a late trigger still gets its one (cancelled) result.
         core: Core | None = self.__dict__.pop("core", None)
@@ -530,12 +631,16 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         """Executor threads this node can keep busy: one per camera (each camera's callbacks are mutually
         exclusive) plus one for triggers, goals and timers. rclpy's default is one per CPU, and on a robot's
         many cores each extra thread only runs its own Python wait loop and competes for the GIL with the
-        request workers."""
-        return len(self.config.cameras) + 1
+        request workers. A managed node has one more: a transition may wait (activate for the server,
+        deactivate for the results in flight) while triggers, goals and the lifecycle queries are answered."""
+        return len(self.config.cameras) + 1 + self.config.lifecycle
 
     def destroy_node(self) -> None:
         self.shutdown()
         if self._action is not None:
             self._action.destroy()
             self._action = None
+        handoff, self.handoff = self.handoff, None  # its action client, as the Reason server above
+        if handoff is not None:
+            handoff.destroy()
         Node.destroy_node(self)

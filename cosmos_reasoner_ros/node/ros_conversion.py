@@ -32,6 +32,7 @@ from cosmos_reasoner_ros.msg import (
     TimeSegment,
     Trajectory2D,
 )
+from cosmos_reasoner_ros.node.handoff_messages import decision_msg
 from cosmos_reasoner_ros.reasoner import Segment
 from cosmos_reasoner_ros.requests import Check, Outcome
 
@@ -153,6 +154,8 @@ def result_msg(outcome: Outcome, frame_id: str = "") -> ReasonerResult:
     msg.max_age_s = float(outcome.max_age_s)
     msg.checks = [check_msg(c) for c in outcome.checks]
     msg.checks_passed = outcome.checks_passed
+    if outcome.handoff is not None:
+        msg.handoff = decision_msg(outcome.handoff)
     return msg
 
 

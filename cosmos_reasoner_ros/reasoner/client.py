@@ -2,8 +2,12 @@
 time to first token, and cancellation of a request in flight. Failures come out as the errors.py types only,
 one kind per failure whether the answer is streamed or not: unreachable or 502/503/504 server_unavailable,
 other 5xx (and error events in a stream) server_error, 4xx rejected, an answer that is not a chat completion
-bad_response, silence timeout. Reasoning split off by the server (`reasoning` or `reasoning_content`, whole or
-as deltas) is kept apart from the content.
+bad_response, silence or the total limit timeout, a pace below the bounds (pace.py) too_slow, an answer past
+its size bound answer_too_large. Reasoning split off by the server (`reasoning` or `reasoning_content`, whole
+or as deltas) is kept apart from the content.
+
+Every request ends within a bound whatever the server does: the thread that waits for it watches its pace and
+size and, when one is broken, cuts its connection (connections.py), so that no blocking read outlives it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, TypeVar
 import openai
 
 from cosmos_reasoner_ros.errors import (
+    AnswerTooLarge,
     BadResponse,
     GrammarError,
     ReasonerError,
@@ -32,17 +37,29 @@ from cosmos_reasoner_ros.errors import (
     RequestRejected,
     RequestTimeout,
     ServerError,
+    ServerTooSlow,
     ServerUnavailable,
     credentials_problem,
     shown_url,
     url_has_credentials,
 )
+from cosmos_reasoner_ros.reasoner import connections
+from cosmos_reasoner_ros.reasoner.pace import PaceBounds, PaceWatch
 from cosmos_reasoner_ros.reasoner.request_builder import ChatRequest
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-_POLL_S = 0.02  # how often a waiting caller looks at its cancel event
+_POLL_S = 0.02  # how often a waiting caller looks at its cancel event, the pace and the size
 _UNAVAILABLE_STATUS = (502, 503, 504)
+_QUEUE_CHUNKS = 256  # streamed chunks parsed ahead of the waiting thread at most (the worker then waits)
+_DEFAULT_MAX_TOKENS = 16384  # a request that does not say (the package's always do)
+# The size bound of an answer's bytes on the wire, beside its text's (max_tokens x max_chars_per_token): a
+# streamed token comes in an SSE event of 150-300 bytes of JSON; an unstreamed body escapes each character of
+# the text in at most 6 bytes (\uXXXX). Both plus a slack for the envelope.
+_STREAM_BYTES_PER_TOKEN = 1024
+_BODY_BYTES_PER_CHAR = 6
+_WIRE_SLACK_BYTES = 1 << 20
+_DISCOVERY_BYTES = 1 << 20  # /v1/models: a list of model cards
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +70,18 @@ class ClientSettings:
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 120.0  # longest silence between two bytes of the answer
     total_timeout_s: float | None = None  # longest whole request, retries included; None: no limit
+    # The pace every working server keeps (pace.PaceBounds): the first token (reasoning or content) within
+    # first_token_timeout_s of sending, and never later than read_timeout_s (0: read_timeout_s alone), then at
+    # least min_tokens_per_s (0: no floor) averaged over progress_window_s; an unstreamed answer's body within
+    # the first-token bound of its headers; the whole answer within the first-token bound plus max_tokens at
+    # the floor. A vLLM server sends nothing before its first token, so the read timeout always bounded it:
+    # the first-token bound extends that to servers that send bytes without a token (keep-alives, headers).
+    # Here 0 (a caller's read_timeout_s keeps its meaning); the node's default is 30 s (node/parameters.py).
+    first_token_timeout_s: float = 0.0
+    min_tokens_per_s: float = 1.0
+    progress_window_s: float = 10.0
+    # An answer's text (reasoning included) is cut at the request's max_tokens times this many characters.
+    max_chars_per_token: int = 32
     max_retries: int = 2  # extra attempts after connection errors and 5xx, never after 4xx, read timeouts,
     # malformed answers or anything that went wrong once text had reached the caller
     backoff_s: float = 0.5  # first wait between attempts, doubled each time
@@ -70,6 +99,30 @@ class ClientSettings:
             or self.backoff_s < 0
         ):
             raise ValueError("timeouts must be > 0, max_retries and backoff_s >= 0")
+        if not 0 <= self.first_token_timeout_s < math.inf:
+            raise ValueError(
+                f"first_token_timeout_s must be finite and >= 0, got {self.first_token_timeout_s}"
+            )
+        if self.total_timeout_s is not None and not self.total_timeout_s > 0:
+            raise ValueError(f"total_timeout_s must be > 0 or None, got {self.total_timeout_s}")
+        if self.max_chars_per_token < 1:
+            raise ValueError(f"max_chars_per_token must be >= 1, got {self.max_chars_per_token}")
+        self.pace  # noqa: B018 (checks the pace bounds)
+
+    @property
+    def pace(self) -> PaceBounds:
+        return PaceBounds(self.first_token_bound_s, self.min_tokens_per_s, self.progress_window_s)
+
+    @property
+    def first_token_bound_s(self) -> float:
+        first = self.first_token_timeout_s
+        return min(first, self.read_timeout_s) if first > 0 else self.read_timeout_s
+
+    @property
+    def first_token_by_read_timeout(self) -> bool:
+        """Whether the read timeout, not first_token_timeout_s, is the first-token bound: a server that says
+        nothing ends as `timeout` either way, whichever of the two notices first."""
+        return not 0 < self.first_token_timeout_s < self.read_timeout_s
 
     @property
     def server_url(self) -> str:
@@ -116,6 +169,7 @@ class ReasonerClient:
             api_key=os.environ.get(settings.api_key_env) or "EMPTY",
             timeout=openai.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
             max_retries=0,
+            http_client=connections.http_client(),
         )
 
     def close(self) -> None:
@@ -167,7 +221,7 @@ class ReasonerClient:
         """The configured model, else the first one on /v1/models (asked once, then remembered)."""
         with self._model_lock:
             if not self._model:
-                models = self._retrying(lambda _: self._sdk.models.list(), None, time.monotonic())
+                models = self._retrying(lambda _: self._discover(), None, time.monotonic())
                 ids = [m.id for m in models.data]
                 if not ids:
                     raise ServerUnavailable(f"{self.settings.base_url}/models lists no model")
@@ -227,6 +281,33 @@ class ReasonerClient:
             if cancel is None:
                 time.sleep(delay)
 
+    def _discover(self) -> Any:
+        """GET /v1/models on a line of its own, cut when it has not answered within the first-token bound (the
+        read timeout when that is off): a server that trickles its headers must not hold the first request."""
+        line = connections.Line(_DISCOVERY_BYTES, "model list")
+        done: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+        def work() -> None:
+            try:
+                with connections.using(line):
+                    done.put(("models", self._sdk.models.list()))
+            except Exception as err:  # handed to the caller's thread
+                done.put(("error", err))
+
+        threading.Thread(target=work, name="reasoner-models", daemon=True).start()
+        limit = self.settings.first_token_bound_s
+        try:
+            kind, payload = done.get(timeout=limit)
+        except queue.Empty:
+            raise ServerTooSlow(
+                f"{self.settings.base_url}/models did not answer within {limit:g} s; its connection was cut"
+            ) from None
+        finally:
+            line.cut()
+        if kind == "error":
+            raise payload
+        return payload
+
     def _attempt(
         self,
         request: ChatRequest,
@@ -236,47 +317,95 @@ class ReasonerClient:
         cancel: threading.Event | None,
         start: float,
     ) -> Completion:
-        # The SDK call blocks in socket reads that another thread cannot interrupt safely, so it runs in a
-        # worker that hands chunks over a queue; this thread stays free to notice cancellation and deadlines.
-        # An abandoned worker closes its response at its next chunk (the server then stops generating) or at
-        # the read timeout at the latest.
-        events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        # The SDK call blocks in socket reads, so it runs in a worker that hands chunks over a queue; this
+        # thread stays free to notice cancellation, deadlines, the pace and the size, and ends the request by
+        # cutting its connection (the worker's read returns at once, and a streaming server stops generating).
+        events: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=_QUEUE_CHUNKS)
         abort = threading.Event()
         kwargs: dict[str, Any] = {"model": model, "messages": request.messages, **request.params}
         if stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
+        max_tokens = _max_tokens(request)
+        max_chars = max_tokens * self.settings.max_chars_per_token
+        wire = (
+            max_tokens * _STREAM_BYTES_PER_TOKEN if stream else max_chars * _BODY_BYTES_PER_CHAR
+        ) + _WIRE_SLACK_BYTES
+        line = connections.Line(wire)
+        sent = time.monotonic()
+        pace = PaceWatch(
+            self.settings.pace,
+            max_tokens,
+            sent,
+            streamed=stream,
+            headers_within_s=self.settings.read_timeout_s,
+        )
         worker = threading.Thread(
-            target=self._work, args=(kwargs, stream, events, abort), name="reasoner-request", daemon=True
+            target=self._work,
+            args=(kwargs, stream, events, abort, line),
+            name="reasoner-request",
+            daemon=True,
         )
         worker.start()
-        acc = _Accumulator(model)
+        acc = _Accumulator(model, max_chars, max_tokens)
         try:
             while True:
                 if cancel is not None and cancel.is_set():
                     raise RequestCancelled("cancelled while the request was in flight")
                 left = self._deadline_left(start)
                 if left <= 0:
-                    raise RequestTimeout(f"no complete answer within {self.settings.total_timeout_s} s")
+                    limit = self.settings.total_timeout_s
+                    raise RequestTimeout(f"no complete answer within {limit:g} s, the request's total limit")
                 try:
                     kind, payload = events.get(timeout=min(_POLL_S, left))
                 except queue.Empty:
-                    continue
-                if kind == "error":
+                    kind, payload = "", None
+                now = time.monotonic()
+                pace.look(now)
+                if kind == "chunk":
+                    # The text is copied for on_text once a chunk: quadratic in the chunks, which the line's
+                    # byte limit bounds (about 1 s of copying for the worst a server can send under it).
+                    grew = False
+                    try:
+                        for chars in acc.add(payload, now - start):
+                            pace.text(now, chars)
+                            grew = True
+                    finally:  # past the size bound too: the text up to the bound is the partial answer
+                        if (grew or acc.over) and on_text is not None:
+                            on_text(acc.partial_text())
+                elif kind:
+                    if kind == "response":
+                        return acc.from_response(payload, now - start)
+                    if kind == "end":
+                        try:
+                            return acc.finish(now - start)
+                        except ServerUnavailable as ended:
+                            raise (
+                                _grammar_failure(request, ended, acc.started, self.health) or ended
+                            ) from None
+                    if isinstance(payload, ReasonerError):  # kind == "error": the line's byte limit
+                        raise payload
                     failure = _classify(payload, self.settings.base_url, mid_stream=acc.started)
                     raise _grammar_failure(request, failure, acc.started, self.health) or failure from payload
-                if kind == "response":
-                    return acc.from_response(payload, time.monotonic() - start)
-                if kind == "chunk":
-                    if acc.add(payload, time.monotonic() - start) and on_text is not None:
-                        on_text(acc.partial_text())
-                    continue
-                try:
-                    return acc.finish(time.monotonic() - start)  # kind == "end"
-                except ServerUnavailable as ended:
-                    raise _grammar_failure(request, ended, acc.started, self.health) or ended from None
+                if line.headers_received:
+                    pace.body_started(now)
+                problem = pace.problem()
+                if problem is not None:
+                    by_read_timeout = (
+                        problem.bound == "first_token" and self.settings.first_token_by_read_timeout
+                    )
+                    if by_read_timeout or problem.bound == "read_timeout":
+                        raise RequestTimeout(
+                            f"{problem} (request_timeout_s; {line.received} bytes of answer received, "
+                            "none a token); the request was cut and its connection closed"
+                        )
+                    raise ServerTooSlow(
+                        f"the server is too slow: {problem} ({line.received} bytes of answer received); "
+                        "the request was cut and its connection closed"
+                    )
         finally:
             abort.set()
+            line.cut()
 
     def _work(
         self,
@@ -284,28 +413,49 @@ class ReasonerClient:
         stream: bool,
         events: queue.Queue[tuple[str, Any]],
         abort: threading.Event,
+        line: connections.Line,
     ) -> None:
         sdk: Any = self._sdk  # the overloads of create() do not help with keyword arguments built at run time
         try:
-            result = sdk.chat.completions.create(**kwargs)
-            if not stream:
-                events.put(("response", result))
-                return
-            with result:
-                for chunk in result:
-                    if abort.is_set():
-                        return
-                    events.put(("chunk", chunk))
-            events.put(("end", None))
+            with connections.using(line):
+                result = sdk.chat.completions.create(**kwargs)
+                if not stream:
+                    _hand(events, ("response", result), abort)
+                    return
+                with result:
+                    for chunk in result:
+                        if not _hand(events, ("chunk", chunk), abort):
+                            return
+            _hand(events, ("end", None), abort)
         except Exception as err:  # handed to the caller's thread, which classifies it
-            events.put(("error", err))
+            _hand(events, ("error", err), abort)
+
+
+def _hand(events: queue.Queue[tuple[str, Any]], item: tuple[str, Any], abort: threading.Event) -> bool:
+    """Put an item for the waiting thread, waiting while the queue is full; False once it stopped waiting."""
+    while not abort.is_set():
+        try:
+            events.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _max_tokens(request: ChatRequest) -> int:
+    value = request.params.get("max_tokens")
+    return value if isinstance(value, int) and value > 0 else _DEFAULT_MAX_TOKENS
 
 
 class _Accumulator:
     """Streamed chunks to one Completion: text, server-split reasoning, usage, finish reason, TTFT."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, max_chars: int, max_tokens: int) -> None:
         self.model = model
+        self.max_chars = max_chars  # text (content and reasoning) kept at most; past it: AnswerTooLarge
+        self.max_tokens = max_tokens
+        self.chars = 0
+        self.over = False
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.prompt_tokens = 0
@@ -316,32 +466,50 @@ class _Accumulator:
         self.started = False
         self.choices_seen = False
 
-    def add(self, chunk: Any, elapsed: float) -> bool:
-        """Take one chunk; True when it carried text."""
+    def add(self, chunk: Any, elapsed: float) -> list[int]:
+        """Take one chunk; the characters of each text piece it carried. AnswerTooLarge once the text passes
+        max_chars: what came up to the bound is kept (partial_text), nothing beyond it."""
         if getattr(chunk, "model", None):
             self.model = chunk.model
         usage = getattr(chunk, "usage", None)
         if usage is not None:
-            self.prompt_tokens = int(usage.prompt_tokens or 0)
-            self.completion_tokens = int(usage.completion_tokens or 0)
+            self.prompt_tokens = _count(getattr(usage, "prompt_tokens", 0))
+            self.completion_tokens = _count(getattr(usage, "completion_tokens", 0))
             self.cached_tokens = _cached_tokens(usage)
-        grew = False
+        pieces: list[int] = []
         for choice in getattr(chunk, "choices", None) or []:
             self.choices_seen = True
-            delta = choice.delta
-            reasoning = _reasoning_of(delta)
-            if reasoning:
-                self.reasoning.append(reasoning)
-                grew = True
-            if delta.content:
-                self.content.append(delta.content)
-                grew = True
-            if choice.finish_reason:
-                self.finish_reason = str(choice.finish_reason)
-        if grew and not self.started:
+            delta = getattr(choice, "delta", None)
+            for text, kept in (
+                (_reasoning_of(delta), self.reasoning),
+                (getattr(delta, "content", None), self.content),
+            ):
+                if text is None or text == "":
+                    continue
+                if not isinstance(text, str):
+                    raise BadResponse(f"a streamed chunk carries {type(text).__name__}, not text")
+                room = self.max_chars - self.chars
+                if len(text) > room:
+                    text, self.over = text[:room], True
+                if text:
+                    kept.append(text)
+                    self.chars += len(text)
+                    pieces.append(len(text))
+            finish = getattr(choice, "finish_reason", None)
+            if finish:
+                self.finish_reason = str(finish)
+        if pieces and not self.started:
             self.started = True
             self.ttft_s = elapsed
-        return grew
+        if self.over:
+            raise self.too_large()
+        return pieces
+
+    def too_large(self) -> AnswerTooLarge:
+        return AnswerTooLarge(
+            f"the answer passed {self.max_chars} characters, its bound for max_tokens {self.max_tokens}; it "
+            f"was cut there and its connection closed (the partial answer holds the first {self.max_chars})"
+        )
 
     def partial_text(self) -> str:
         """The text so far, shaped like an unsplit answer even when the server splits reasoning off."""
@@ -384,18 +552,29 @@ class _Accumulator:
         choice = choices[0]
         if getattr(choice, "message", None) is None:
             raise BadResponse("the server's choice has no message")
+        text = choice.message.content or ""
+        reasoning = _reasoning_of(choice.message)
+        if not isinstance(text, str):
+            raise BadResponse(f"the server's message content is {type(text).__name__}, not text")
+        if len(text) + len(reasoning or "") > self.max_chars:
+            raise self.too_large()
         usage = response.usage
         return Completion(
-            text=choice.message.content or "",
-            reasoning=_reasoning_of(choice.message),
+            text=text,
+            reasoning=reasoning,
             model=response.model or self.model,
-            prompt_tokens=int(usage.prompt_tokens or 0) if usage else 0,
-            completion_tokens=int(usage.completion_tokens or 0) if usage else 0,
+            prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)) if usage else 0,
+            completion_tokens=_count(getattr(usage, "completion_tokens", 0)) if usage else 0,
             latency_s=latency_s,
             ttft_s=0.0,
             finish_reason=str(choice.finish_reason or ""),
             cached_tokens=_cached_tokens(usage) if usage else 0,
         )
+
+
+def _count(value: Any) -> int:
+    """A token count from a server's usage: a non-negative int, else 0 (a server's garbage is no count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _cached_tokens(usage: Any) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cosmos_reasoner_ros.errors import ParseError, TruncatedAnswer
+from cosmos_reasoner_ros.errors import ParseError, ServerError, ServerUnavailable, TruncatedAnswer
 from cosmos_reasoner_ros.geometry import NORM_MAX, Box2D, Point2D, Trajectory, norm_to_pixel
 from cosmos_reasoner_ros.reasoner.json_scan import json_values
 
@@ -121,15 +121,28 @@ def parse_answer(
     finish_reason: str | None = None,
     reasoning: str | None = None,
 ) -> ParsedAnswer:
-    """Parse a Reasoner answer of one kind; raises ParseError (TruncatedAnswer for finish_reason length)."""
+    """Parse a Reasoner answer of one kind; raises ParseError (TruncatedAnswer for finish_reason length or
+    repetition), ServerUnavailable for abort (vLLM ends the answers in flight so when it stops or loses an
+    engine core: seen with data parallelism, one engine killed), ServerError for error."""
     if not isinstance(text, str):
         raise ParseError(f"the answer must be text, got {type(text).__name__}")
     if answer_kind not in ANSWER_KINDS:
         raise ParseError(f"unknown answer kind {answer_kind!r}; one of {', '.join(ANSWER_KINDS)}", raw=text)
     size = _image_size(width, height, text)
+    partial = text if text.strip() or not isinstance(reasoning, str) else reasoning
     if finish_reason == "length":
-        partial = text if text.strip() or not isinstance(reasoning, str) else reasoning
         raise TruncatedAnswer("the answer was cut off by max_tokens (finish_reason length)", raw=partial)
+    if finish_reason == "repetition":
+        raise TruncatedAnswer(
+            "the server cut the answer off as repetitive (finish_reason repetition)", raw=partial
+        )
+    if finish_reason == "abort":
+        raise ServerUnavailable(
+            f"the server ended the answer after {len(partial)} characters (finish_reason abort): it was "
+            "stopping, or lost the engine serving it"
+        )
+    if finish_reason == "error":
+        raise ServerError("the server failed the request while answering (finish_reason error)")
     found_reasoning, answer = split_reasoning(text, reasoning)
     if not answer and not text.strip() and isinstance(reasoning, str) and reasoning.strip():
         # A server-side reasoning parser (vLLM --reasoning-parser qwen3) puts everything before a </think>

@@ -1,7 +1,8 @@
 """One request's life, without ROS: what it asks and how it ended (outcome), the requests of one trigger or
 goal (groups) and whether they may run (checks), admission, deadlines and exactly-once delivery (scheduler),
-one clip to its answers (pipeline), and the geometric checks of an answer (result_checks). Above the reasoner,
-clips and geometry; the node drives it."""
+one clip to its answers (pipeline), the geometric checks of an answer (result_checks), and the value of the
+Nav2 handoff's decision about it (handoff_decision: made by handoff/, carried to the result). Above the
+reasoner, clips and geometry; the node drives it."""
 
 from cosmos_reasoner_ros.requests.checks import (
     MAX_CAMERAS_PER_REQUEST,
@@ -17,6 +18,7 @@ from cosmos_reasoner_ros.requests.groups import (
     RequestGroup,
     build_group,
 )
+from cosmos_reasoner_ros.requests.handoff_decision import DecisionKind, HandoffDecision
 from cosmos_reasoner_ros.requests.outcome import (
     STAGES,
     Cancel,
@@ -48,7 +50,9 @@ __all__ = [
     "Cancel",
     "Check",
     "ClipSummary",
+    "DecisionKind",
     "GroupSettings",
+    "HandoffDecision",
     "Job",
     "Outcome",
     "Pipeline",

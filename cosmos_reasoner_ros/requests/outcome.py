@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cosmos_reasoner_ros.clips import Clip, Frame, MediaRef
 from cosmos_reasoner_ros.errors import ReasonerError, StaleResult
 from cosmos_reasoner_ros.geometry import ns_to_seconds
 from cosmos_reasoner_ros.reasoner import ParsedAnswer
+from cosmos_reasoner_ros.requests.handoff_decision import HandoffDecision
 from cosmos_reasoner_ros.requests.result_checks import Check
 
 # The order the Reason action's feedback goes through (its STAGE_* constants have these indices).
@@ -156,6 +157,9 @@ class Outcome:
     checks_passed: bool = True  # every check the node requires before publishing 3D paths passed
     paths_3d: tuple[tuple[str, tuple[tuple[float, float, float], ...]], ...] = ()  # (label, [m] points)
     paths_frame_id: str = ""  # frame of paths_3d (the camera's optical frame)
+    handoff: HandoffDecision | None = (
+        None  # the Nav2 handoff's decision about this answer (handoff/); None: off
+    )
 
     @property
     def clip_start_ns(self) -> int:
@@ -192,10 +196,14 @@ class Outcome:
         return out
 
 
-def error_outcome(spec: RequestSpec, error: ReasonerError, answer: str = "") -> Outcome:
+def error_outcome(
+    spec: RequestSpec, error: ReasonerError, answer: str = "", marks: Mapping[str, float] | None = None
+) -> Outcome:
     """An outcome for a trigger that never reached the pipeline (busy, replaced, shutting down), or whose
-    request did not end in time (deadline, shutdown): then `answer` is the text it had streamed."""
+    request did not end in time (deadline, shutdown): then `answer` is the text it had streamed and `marks`
+    when it began ("started"), was sent ("request_sent") and streamed its first text ("first_token")."""
     now = time.monotonic()
+    marks = marks or {}
     return Outcome(
         request_id=spec.request_id,
         task=spec.task,
@@ -205,7 +213,13 @@ def error_outcome(spec: RequestSpec, error: ReasonerError, answer: str = "") -> 
         error=str(error),
         answer=answer,
         cameras=spec.cameras,
-        timings=Timings(trigger=spec.trigger_time or now, started=now, finished=now),
+        timings=Timings(
+            trigger=spec.trigger_time or now,
+            started=marks.get("started", now),
+            request_sent=marks.get("request_sent"),
+            first_token=marks.get("first_token"),
+            finished=now,
+        ),
         clip_id=spec.clip_key,
         trigger_ns=spec.trigger_ns,
         reasoning_requested=spec.reasoning,

@@ -68,6 +68,9 @@ class Job:
     # The text each request has streamed so far (one string each, replaced): what an outcome the scheduler
     # gives in the request's place (a deadline it did not stop at) still carries.
     _streamed: dict[str, str] = field(default_factory=dict)
+    # And when each request began, was sent and streamed its first text (time.monotonic()): such an outcome's
+    # timings, so that its answer never comes without a first token.
+    _marks: dict[str, dict[str, float]] = field(default_factory=dict)
     # Fixed at creation: what the scheduler asks of a job under its lock never grows with the job's size
     # (a goal of 100,000 tasks once rebuilt a set of every id for each of its outcomes: 50 s under the lock).
     _specs: tuple[RequestSpec, ...] = field(init=False, repr=False)
@@ -78,9 +81,15 @@ class Job:
         self._ids = frozenset(s.request_id for s in self._specs)
 
     def progress(self, stage: str, text: str, request_id: str) -> None:
-        """The job's ProgressCallback for execute(): remembers streamed text, then passes it on."""
+        """The job's ProgressCallback for execute(): remembers streamed text and when each stage began, then
+        passes it on."""
+        marks = self._marks.setdefault(request_id, {"started": time.monotonic()})
+        if stage == "querying":
+            marks.setdefault("request_sent", time.monotonic())
         if stage == "streaming":
             self._streamed[request_id] = text
+            if text:
+                marks.setdefault("first_token", time.monotonic())
         if self.on_progress is not None:
             self.on_progress(stage, text, request_id)
 
@@ -143,7 +152,13 @@ class RequestScheduler:
         self._idle = threading.Condition(self._lock)  # notified whenever a running job ends
         self._groups: dict[tuple[str, ...], _Group] = collections.defaultdict(_Group)
         self._closed = False
-        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reasoner-worker")
+        # The pool's threads, each registered as it starts, and those of them inside a job: shutdown joins the
+        # others, whose jobs ended (the pool's own join has no time bound and would wait for a stuck request).
+        self._workers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        self._busy: set[threading.Thread] = set()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            workers, thread_name_prefix="reasoner-worker", initializer=self._register_worker
+        )
         self._deliveries: queue.SimpleQueue[tuple[Job, Outcome] | None] = queue.SimpleQueue()
         # Set (under the lock) when the delivery thread has read shutdown's stop mark: from then on whoever
         # queues an outcome hands it over itself, once the lock is released (_deliver_inline).
@@ -281,15 +296,29 @@ class RequestScheduler:
         # Publishing what was just cancelled takes milliseconds: a short grace beyond timeout_s for it.
         self._delivery_thread.join(max(0.0, deadline - time.monotonic()) + _DELIVERY_GRACE_S)
         self._deliver_inline()
+        # A worker whose job ended still has a few lines to run before its thread ends (on a busy machine, a
+        # while): joined within the same bound, so only a request that ignores its cancel leaves a worker.
+        with self._lock:
+            ended = [t for t in self._workers if t not in self._busy and t is not threading.current_thread()]
+        until = max(deadline, time.monotonic()) + _DELIVERY_GRACE_S
+        for worker in ended:
+            worker.join(max(0.0, until - time.monotonic()))
         return not self._delivery_thread.is_alive()
 
     # -- internals -----------------------------------------------------------------------------------------
+
+    def _register_worker(self) -> None:
+        with self._lock:
+            self._workers.add(threading.current_thread())
 
     def _start(self, g: _Group, job: Job) -> None:
         g.running.append(job)
         self._pool.submit(self._run, job)
 
     def _run(self, job: Job) -> None:
+        with self._lock:
+            self._busy.add(threading.current_thread())
+
         def report(outcome: Outcome) -> None:  # an early outcome (a quick task of several): delivered now
             with self._lock:
                 self._finish_locked(job, outcome)
@@ -303,6 +332,7 @@ class RequestScheduler:
             _log.exception("request %s failed unexpectedly", job.spec.request_id)
             failure = ReasonerError(f"{type(exc).__name__}: {exc}")
         with self._lock:
+            self._busy.discard(threading.current_thread())
             g = self._groups[job.group]
             if job in g.running:
                 g.running.remove(job)
@@ -334,7 +364,8 @@ class RequestScheduler:
         for spec in job._specs:
             if spec.request_id not in job._finished:
                 answer = job._streamed.get(spec.request_id, "")
-                self._finish_locked(job, error_outcome(spec, error, answer=answer))
+                marks = job._marks.get(spec.request_id, {})
+                self._finish_locked(job, error_outcome(spec, error, answer=answer, marks=marks))
 
     # -- deadlines -----------------------------------------------------------------------------------------
 

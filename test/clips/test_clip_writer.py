@@ -256,7 +256,7 @@ def test_tile_grid_letterboxes_smaller_cameras() -> None:
         tile_clips([])
 
 
-def test_retention_runs_after_each_write(real_frames: Images, tmp_path: Path) -> None:
+def test_retention_holds_with_each_write(real_frames: Images, tmp_path: Path) -> None:
     store = MediaStore(tmp_path / "media", RetentionPolicy(max_files=3, max_bytes=0, max_age_s=0))
     writer = ClipWriter(store)
     refs = [writer.write_image(Frame("c", i, real_frames[i])) for i in range(5)]

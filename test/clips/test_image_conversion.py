@@ -576,17 +576,17 @@ def test_png_bomb_is_refused_from_its_header_in_milliseconds() -> None:
     measured_rss = peak_rss_reset()
     rss_before = rss_kib("VmRSS")
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.thread_time()
     try:
         with pytest.raises(FrameTooLarge, match=r"30000x30000 = 900\.0 MP, more than max_pixels") as err:
             compressed_msg_to_array(msg)
-        elapsed = time.perf_counter() - started
+        elapsed = time.thread_time() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert (err.value.width, err.value.height, err.value.max_pixels) == (30000, 30000, DEFAULT_MAX_PIXELS)
     assert err.value.kind == "invalid_frame" and isinstance(err.value, FrameError)
-    assert elapsed < 0.05, elapsed
+    assert elapsed < 0.5, elapsed  # this thread's CPU time (a stall elsewhere does not count); a decode: s
     assert peak < 1_000_000, peak  # Python and numpy allocations: a few small objects, no pixels
     if measured_rss:  # every allocation, OpenCV's included: nothing near the 2.7 GB a decode would take
         assert rss_kib("VmHWM") - rss_before < 50 * 1024
@@ -640,10 +640,10 @@ def test_jpeg_size_of_camera_files(shared_media: Path) -> None:
 @pytest.mark.parametrize("progressive", [0, 1])
 def test_jpeg_declaring_a_huge_frame_is_refused_before_decoding(rgb: np.ndarray, progressive: int) -> None:
     bomb = jpeg_with_size(rgb, 20000, 20000, IMWRITE_JPEG_PROGRESSIVE=progressive)
-    started = time.perf_counter()
+    started = time.thread_time()  # this thread's CPU time: a decode of 400 MP takes seconds of it
     with pytest.raises(FrameTooLarge, match="20000x20000") as err:
         compressed_msg_to_array(compressed(bomb, "jpeg"))
-    assert time.perf_counter() - started < 0.05 and (err.value.width, err.value.height) == (20000, 20000)
+    assert time.thread_time() - started < 0.5 and (err.value.width, err.value.height) == (20000, 20000)
     # A limit the node passes: the real 644x476 frame is refused under 0.3 MP, decoded at 0.31 MP.
     real = cv2.imencode(".jpg", rgb)[1].tobytes()
     with pytest.raises(FrameTooLarge, match="644x476"):

@@ -9,6 +9,7 @@ import stat
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -174,7 +175,7 @@ def _age(path: Path, seconds: float, now: float) -> None:
 
 def test_retention_by_count_bytes_and_age_only_touches_our_files(tmp_path: Path) -> None:
     now = time.time()
-    store = MediaStore(tmp_path / "media", RetentionPolicy(max_files=3, max_bytes=0, max_age_s=0))
+    store = MediaStore(tmp_path / "media", RetentionPolicy(max_files=0, max_bytes=0, max_age_s=0))
     ours = []
     for i in range(6):
         path = store.write_bytes(bytes(100), ".mp4")
@@ -190,6 +191,7 @@ def test_retention_by_count_bytes_and_age_only_touches_our_files(tmp_path: Path)
     (store.directory / "crr-20200101T000000000Z-bbbbbbbbbbbb.mp4").symlink_to(outside)
     (store.directory / "crr-20200101T000000000Z-cccccccccccc.mp4").mkdir()
 
+    store.retention = RetentionPolicy(max_files=3, max_bytes=0, max_age_s=0)  # lowered after the writes
     deleted = store.prune(now=now)
     assert deleted == ours[:3]
     assert all(p.exists() for p in ours[3:] + foreign)
@@ -209,12 +211,13 @@ def test_retention_by_count_bytes_and_age_only_touches_our_files(tmp_path: Path)
 
 def test_keep_counts_towards_the_limit(tmp_path: Path) -> None:
     now = time.time()
-    store = MediaStore(tmp_path / "media", RetentionPolicy(max_files=2, max_bytes=0, max_age_s=0))
+    store = MediaStore(tmp_path / "media", RetentionPolicy(max_files=0, max_bytes=0, max_age_s=0))
     paths = []
     for i in range(3):
         path = store.write_bytes(bytes(10), ".jpg")
         _age(path, 100 - i, now)
         paths.append(path)
+    store.retention = RetentionPolicy(max_files=2, max_bytes=0, max_age_s=0)
     assert store.prune(keep=[paths[0]], now=now) == [paths[1]]
     assert paths[0].exists() and paths[2].exists()
 
@@ -231,6 +234,95 @@ def test_stale_temporaries_are_removed(tmp_path: Path) -> None:
     _age(fresh, 10, now)
     store.prune(now=now)
     assert not stale.exists() and fresh.exists() and theirs.exists()
+    # A write removes them too (the node never calls prune itself): a crashed write's, an hour old.
+    _age(fresh, 7200, now)
+    store.write_bytes(b"clip", ".mp4")
+    assert not fresh.exists() and theirs.exists()
+
+
+def _finished(directory: Path) -> tuple[int, int]:
+    """(files, bytes) of our finished files, from one listing (temporaries are hidden and not counted)."""
+    files = nbytes = 0
+    for entry in os.scandir(directory):
+        if OWN.fullmatch(entry.name):
+            try:
+                nbytes += entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+            files += 1
+    return files, nbytes
+
+
+_WRITES = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(1, 400), st.sampled_from([".mp4", ".jpg", ".png"])),
+        st.tuples(st.just("limits"), st.integers(0, 6), st.sampled_from([0, 150, 500, 1200])),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=_WRITES)
+def test_generated_writes_keep_the_limits_and_delete_only_what_they_must(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, Any]]
+) -> None:
+    """After every write: at most max_files files and max_bytes bytes (or the new file alone, when it is
+    bigger), the new file present, and nothing deleted that the limits did not ask for (with one limit: as
+    many files kept as fit). Limits lowered between writes are applied by the next write or prune."""
+    store = MediaStore(tmp_path_factory.mktemp("gen") / "media", RetentionPolicy(0, 0, 0))
+    for step in steps:
+        if step[0] == "limits":
+            store.retention = RetentionPolicy(max_files=step[1], max_bytes=step[2], max_age_s=0)
+            continue
+        size, suffix = step[1], step[2]
+        policy = store.retention
+        before_files, _ = _finished(store.directory)
+        path = store.write_bytes(bytes(size), suffix)
+        files, nbytes = _finished(store.directory)
+        assert path.exists() and path.stat().st_size == size, step
+        if policy.max_files:
+            assert files <= policy.max_files, (files, policy)
+        if policy.max_bytes:
+            assert nbytes <= max(policy.max_bytes, size), (nbytes, size, policy)
+        if policy.max_files and not policy.max_bytes:  # minimal: only what the count asks for goes
+            assert files == min(before_files + 1, policy.max_files), (before_files, files, policy)
+        if not policy.max_files and not policy.max_bytes:
+            assert files == before_files + 1
+
+
+def test_concurrent_writers_never_exceed_the_limits_at_any_instant(tmp_path: Path) -> None:
+    """Four writers at once while a watcher lists the directory without pause: no listing shows more than
+    max_files finished files or more than max_bytes. Before, each write named its file and pruned after,
+    so a listing between the two saw one file per writer too many (a 60 s soak saw 21 of 20)."""
+    store = MediaStore(tmp_path / "media", RetentionPolicy(max_files=5, max_bytes=5 * 300, max_age_s=0))
+    stop = threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.append(_finished(store.directory))
+
+    def write(worker: int) -> None:
+        deadline, i = time.monotonic() + 30, 0
+        while i < 60 or (len(seen) < 200 and time.monotonic() < deadline):  # until the watcher looked enough
+            store.write_bytes(bytes(200 + (worker * 37 + i * 11) % 100), ".jpg")
+            i += 1
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    writers = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join(60)
+    stop.set()
+    watcher.join(10)
+    assert len(seen) >= 200, len(seen)  # the watcher looked often, between writes
+    assert max(files for files, _ in seen) <= 5, max(seen)
+    assert max(nbytes for _, nbytes in seen) <= 5 * 300, max(seen, key=lambda look: look[1])
+    assert _finished(store.directory)[0] == 5
 
 
 def test_invalid_names(tmp_path: Path) -> None:

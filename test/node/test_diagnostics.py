@@ -10,6 +10,7 @@ from cosmos_reasoner_ros.node.diagnostics import (
     LastRequest,
     ProblemLog,
     camera_status,
+    namesake_status,
     requests_status,
     server_status,
 )
@@ -74,3 +75,46 @@ def test_the_server_status_tells_how_long_it_is_unreachable_and_its_outages() ->
         2,
         47.3,
     )
+
+
+def test_a_camera_outrun_by_its_publisher_warns_that_clips_are_short() -> None:
+    """An 8K camera publishing 24 Hz of which 0.8 Hz arrive: the status says so, with the numbers, and warns
+    that a 4 s clip at 4 fps holds 3 frames of 16 (before: 'receiving', 0 frames dropped)."""
+    stats = CameraStats()
+    start = time.monotonic() - 10.0
+    for k in range(9):  # one frame in 30 arrives
+        stats.received += 1
+        stats.last_receive = start + k * 1.25
+        stats.arrivals.observe(stats.last_receive, (1000 + k * 30) * 41_666_667, 1 + 30 * k)
+    buffer = ClipBuffer("front", 4.0, 10.0, 1 << 20, 0).stats()
+    status = camera_status("front", "/f", stats, buffer, stats.last_receive, 2.0, 4.0, 4.0)
+    assert status.level == "warn"
+    assert status.message == (
+        "receiving 0.8 Hz of 24 Hz published (96 % lost before the callback); "
+        "a 4 s clip would hold 3 of 16 frames"
+    )
+    v = status.values
+    assert (v["frames_lost_before_callback"], v["frames_lost_measured_by"]) == (232, "sequence")
+    assert (v["published_hz"], v["received_hz"], v["clip_frames_expected"]) == (24.0, 0.8, 3.2)
+
+
+def test_frames_lost_that_sampling_would_skip_anyway_do_not_warn() -> None:
+    stats = CameraStats()
+    start = time.monotonic()
+    for k in range(40):  # 30 Hz published, every third frame arrives: 10 Hz, more than sample_fps 4
+        stats.received += 1
+        stats.last_receive = start + k * 0.1
+        stats.arrivals.observe(stats.last_receive, (1000 * 30 + 3 * k) * 33_333_333, 1 + 3 * k)
+    buffer = ClipBuffer("front", 4.0, 10.0, 1 << 20, 0).stats()
+    status = camera_status("front", "/f", stats, buffer, stats.last_receive, 2.0, 4.0, 4.0)
+    assert status.level == "ok"
+    assert status.message.startswith("receiving 10 Hz of 30 Hz published (66 % lost")  # 78 of 118
+
+
+def test_a_namesake_on_the_domain_is_an_error_and_the_only_node_reports_nothing() -> None:
+    assert namesake_status("/reasoner_node", 0, "7") is None  # not discovered yet
+    assert namesake_status("/reasoner_node", 1, "7") is None
+    report = namesake_status("/robot1/reasoner_node", 3, "7")
+    assert report is not None and report.level == "error" and report.name == "reasoner_node: namesake"
+    assert "3 nodes named /robot1/reasoner_node on ROS domain 7" in report.message
+    assert report.values == {"nodes_of_this_name": 3, "ros_domain_id": "7"}

@@ -55,3 +55,17 @@ def test_refusals_are_those_since_the_last_buffered_frame() -> None:
     text = camera.refusals()
     assert text.startswith("camera front: 2 frame(s) refused since its last buffered frame")
     assert "(bad stamp 1, undecodable 1)" in text and "ahead" in text.split("last: ")[1]
+
+
+def test_frames_lost_before_the_callback_are_counted_from_sequence_numbers() -> None:
+    """Every arrival counts, a refused one too; the publisher's sequence numbers tell what never arrived."""
+    camera = ingest()
+    now = 1000 * S
+    for seq in (1, 2, 5, 6, 10):  # 3, 4, 7, 8, 9 were lost before the callback
+        camera(frame(now + seq * S // 20), now + seq * S // 20, seq)
+    camera(frame(now + 90 * S), now + 11 * S // 20, 11)  # refused (stamped ahead) but received
+    report = camera.stats.arrivals.report()
+    assert (report.received, report.lost, report.measured_by) == (6, 5, "sequence")
+    assert camera.stats.received == 6 and camera.stats.bad_stamp == 1
+    camera(frame(now + 12 * S // 20), now + 12 * S // 20)  # a middleware without sequence numbers
+    assert camera.stats.arrivals.report().received == 7

@@ -76,7 +76,8 @@ def test_a_burst_of_50_trigger_calls_gets_50_replies_and_50_results(running: Any
 
 @pytest.mark.parametrize(
     "running",
-    [(ScriptedReply(text=STREAMED, chunk_delay_s=0.05), {"max_in_flight": 20, "request_queue_depth": 100})],
+    # 12 s of stream: each cancel lands while its answer streams, whatever stall this machine has.
+    [(ScriptedReply(text=STREAMED, chunk_delay_s=0.2), {"max_in_flight": 20, "request_queue_depth": 100})],
     indirect=True,
 )
 def test_20_concurrent_goals_with_half_cancelled_mid_stream(running: Any) -> None:
@@ -93,12 +94,17 @@ def test_20_concurrent_goals_with_half_cancelled_mid_stream(running: Any) -> Non
     "running", [(ScriptedReply(text="late", delay_s=30.0), {"shutdown_timeout_s": 3.0})], indirect=True
 )
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_shutdown_signal_publishes_the_results_of_requests_in_flight(running: Any, signum: int) -> None:
+@pytest.mark.parametrize("repeat", [1, 30], ids=["once", "30 times"])
+def test_a_shutdown_signal_publishes_the_results_of_requests_in_flight(
+    running: Any, signum: int, repeat: int
+) -> None:
+    """Also 30 signals 20 ms apart: before, one arriving as the interpreter finished killed the node (exit
+    -15 for SIGTERM), where one gives the documented 0."""
     node, probe, server = running
     reply = probe.trigger.call(probe.Trigger.Request())
     request_id = reply.message.split()[0]
     assert server.wait_requests(1, 20.0), "the request never reached the server"
-    code, took = node.stop(signum)
+    code, took = node.stop(signum, repeat=repeat)
     # Within what ros2 launch gives the node before SIGTERM (the request is held 30 s by the server: a node
     # that waited for it would not make it); 5 s was missed by 0.15 s beside two CPU burners, exit 0.
     assert code == 0 and took < NODE_SIGTERM_TIMEOUT_S, (code, took, node.output()[-2000:])
@@ -180,7 +186,13 @@ def test_soak_60s_every_tick_one_result_and_memory_flat(running: Any, tmp_path: 
     node, probe, _server = running
     time.sleep(15.0)  # warm-up: buffers fill, caches settle
     rss_warm = node.rss_mb()
-    time.sleep(45.0)
+    # The media directory, looked at four times a second: its retention limit holds at every look, not only
+    # at the end (one look at the end saw 21 files of 20, a clip named before its prune).
+    looks = []
+    end = time.monotonic() + 45.0
+    while time.monotonic() < end:
+        looks.append(media_usage(tmp_path / "media"))
+        time.sleep(0.25)
     rss_end = node.rss_mb()
     with probe._lock:
         ids = list(probe.results)
@@ -188,5 +200,7 @@ def test_soak_60s_every_tick_one_result_and_memory_flat(running: Any, tmp_path: 
     missing, duplicated = sequence_gaps(ids)
     assert len(ids) >= 50 and missing == 0 and duplicated == 0 and max(counts.values()) == 1
     assert rss_end - rss_warm < 25.0, (rss_warm, rss_end)
-    files, _bytes = media_usage(tmp_path / "media")
-    assert files <= 20
+    assert len(looks) > 100 and max(files for files, _, _ in looks) <= 20, looks
+    # Beside them only the clip being written, hidden until it is renamed into place (one camera, one request
+    # in flight: one writer).
+    assert max(temporaries for _, _, temporaries in looks) <= 1, looks

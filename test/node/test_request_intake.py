@@ -90,11 +90,11 @@ def test_a_request_that_cannot_run_gets_its_reason_and_one_result() -> None:
 
 def test_frames_are_pre_encoded_while_triggers_come() -> None:
     rec = Recorder()
-    quiet = intake(default_config(pre_encode="auto", trigger_period_s=0.0, buffer_seconds=0.5), rec)
+    quiet = intake(default_config(pre_encode="auto", trigger_period_s=0.0, buffer_seconds=3.0), rec)
     assert not quiet.pre_encoding()  # nobody asks: no encoding ahead
     quiet.submit(quiet.new_group())
-    assert quiet.pre_encoding()  # a trigger came: the next clip is likely soon
-    time.sleep(0.6)
+    assert quiet.pre_encoding()  # a trigger came: the next clip is likely soon (a stall here is under 3 s)
+    time.sleep(3.2)
     assert not quiet.pre_encoding()  # a buffer's length later without one
     assert intake(default_config(pre_encode="on", trigger_period_s=0.0), rec).pre_encoding()
     assert intake(default_config(pre_encode="auto", trigger_period_s=1.0), rec).pre_encoding()

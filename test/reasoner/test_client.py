@@ -16,7 +16,7 @@ from collections import deque
 from pathlib import Path
 
 import pytest
-from support.processes import free_port
+from support.processes import free_port, wait_until
 from support.scripted_server import GRAMMAR_FAILURES, ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros import errors
@@ -174,20 +174,22 @@ def test_connection_refused_is_server_unavailable() -> None:
 
 def test_read_timeout_is_not_retried() -> None:
     with ScriptedServer([ScriptedReply(delay_s=3.0)]) as server:
-        start = time.monotonic()
         with pytest.raises(RequestTimeout):
             _client(server, read_timeout_s=0.3, max_retries=3).complete(REQUEST)
-        assert time.monotonic() - start < 2.0
+        # Not retried, and the client left before the answer (the server counts it when it writes, after its
+        # 3 s). Facts of the server, not of the busy machine's clock: the test once took 13.6 s with vLLM on
+        # both cores beside it. The bounds' timing is measured in bench/request_bounds.py.
+        wait_until(lambda: server.disconnects == 1, 30.0, "the server seeing the client gone")
         assert len(server.requests) == 1
 
 
 def test_total_timeout_covers_a_slow_stream() -> None:
     slow = ScriptedReply(text="a b c d e f g h i j", chunk_delay_s=0.2)
     with ScriptedServer([slow]) as server:
-        start = time.monotonic()
         with pytest.raises(RequestTimeout, match=r"within 0\.5 s"):
             _client(server, total_timeout_s=0.5).complete(REQUEST)
-        assert time.monotonic() - start < 1.5
+        # The client left mid-stream, before the 10th chunk (2 s): the server saw it go.
+        wait_until(lambda: server.disconnects == 1, 30.0, "the server seeing the client gone")
 
 
 def test_cancel_while_the_server_is_still_delaying() -> None:
@@ -196,10 +198,11 @@ def test_cancel_while_the_server_is_still_delaying() -> None:
         for stream in (True, False):
             server.push(ScriptedReply(delay_s=5.0))
             cancel = _cancel_after(0.2)
-            start = time.monotonic()
             with pytest.raises(RequestCancelled):
                 client.complete(REQUEST, stream=stream, cancel=cancel)
-            assert time.monotonic() - start < 0.7
+            assert cancel.is_set()  # ended by the cancel, not by an answer
+        # Both requests left the server before its answers (5 s each): it saw each client go.
+        wait_until(lambda: server.disconnects == 2, 30.0, "the server seeing both clients gone")
 
 
 def test_cancel_mid_stream_stops_partial_text() -> None:
@@ -211,11 +214,12 @@ def test_cancel_mid_stream_stops_partial_text() -> None:
         if len(partial) == 2:
             cancel.set()
 
-    with ScriptedServer([ScriptedReply(text="one two three four five six", chunk_delay_s=0.3)]) as server:
+    # Six words 2 s apart: cancelled after the second, long before the 12 s the whole stream takes.
+    with ScriptedServer([ScriptedReply(text="one two three four five six", chunk_delay_s=2.0)]) as server:
         start = time.monotonic()
         with pytest.raises(RequestCancelled):
             _client(server).complete(REQUEST, on_text=on_text, cancel=cancel)
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 9.0
     assert partial == ["one", "one two"]
 
 
@@ -229,8 +233,8 @@ def test_cancel_before_sending_and_during_backoff() -> None:
     with ScriptedServer(default=ScriptedReply(status=500)) as server:
         start = time.monotonic()
         with pytest.raises(RequestCancelled, match="retry"):
-            _client(server, backoff_s=5.0, max_retries=1).complete(REQUEST, cancel=_cancel_after(0.3))
-        assert time.monotonic() - start < 1.5
+            _client(server, backoff_s=600.0, max_retries=1).complete(REQUEST, cancel=_cancel_after(0.3))
+        assert time.monotonic() - start < 30  # not the 600 s back-off
         assert len(server.requests) == 1
 
 
@@ -238,7 +242,7 @@ def test_streaming_time_to_first_token_is_smaller_than_latency() -> None:
     reply = ScriptedReply(text="a b c d e f", delay_s=0.1, chunk_delay_s=0.1)
     with ScriptedServer([reply]) as server:
         completion = _client(server).complete(REQUEST)
-    assert 0.1 <= completion.ttft_s < 0.4
+    assert completion.ttft_s >= 0.1
     assert completion.latency_s - completion.ttft_s >= 0.4  # five more chunks, 0.1 s apart
 
 
@@ -259,8 +263,8 @@ def test_model_discovery_and_health() -> None:
         threading.Timer(0.2, cancel.set).start()
         t0 = time.monotonic()
         with pytest.raises(RequestCancelled, match="waiting for the server"):
-            client.wait_ready(30.0, poll_s=5.0, cancel=cancel)  # a cancel does not wait out the poll
-        assert time.monotonic() - t0 < 1.0
+            client.wait_ready(600.0, poll_s=300.0, cancel=cancel)  # a cancel does not wait out the poll
+        assert time.monotonic() - t0 < 30  # not the 300 s poll
         server.health_status = 200
         client.complete(REQUEST)
     assert server.requests[0]["model"] == "nvidia/Cosmos3-Nano"
@@ -284,7 +288,7 @@ def test_api_key_from_the_environment_and_never_logged(
 
 
 def test_concurrent_requests_from_threads() -> None:
-    with ScriptedServer(default=ScriptedReply(text="x y z", chunk_delay_s=0.05)) as server:
+    with ScriptedServer(default=ScriptedReply(text="x y z", delay_s=2.0)) as server:
         client = _client(server)
         results: list[str] = []
         threads = [
@@ -296,7 +300,7 @@ def test_concurrent_requests_from_threads() -> None:
         for t in threads:
             t.join(10)
         assert results == ["x y z"] * 4
-        assert time.monotonic() - start < 1.0  # not serialised (each takes about 0.15 s)
+        assert time.monotonic() - start < 7.0  # not serialised (each takes 2 s: one after another, 8 s)
 
 
 def test_settings_are_validated() -> None:

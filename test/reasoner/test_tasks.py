@@ -34,6 +34,7 @@ EXPECTED = {
     "next_action": ("video", True, "text"),
     "assisted_next_action": ("video", True, "text"),
     "trajectory": ("image", True, "points"),
+    "drive_path": ("image", True, "points"),
     "grounding_2d": ("image", False, "boxes"),
     "temporal_localization": ("video", False, "segments"),
     "temporal_localization_mmss": ("video", False, "segments"),
@@ -64,6 +65,24 @@ def test_shipped_catalog_has_every_task(catalog: TaskCatalog) -> None:
         spec = catalog.spec(name)
         assert (spec.media, spec.reasoning, spec.answer_kind) == (media, reasoning, kind), name
         assert spec.sampling == catalog.profiles[spec.profile] or spec.sampling.max_tokens != 4096
+
+
+def test_drive_path_is_the_trajectory_prompt_for_a_base_with_its_form_and_schema(
+    catalog: TaskCatalog,
+) -> None:
+    """The mobile robots' task (the Nav2 handoff's): the cookbook's trajectory prompt about the robot's path
+    on the floor, the same JSON form, the same schema, sampling and priority as trajectory."""
+    drive, trajectory = catalog.spec("drive_path"), catalog.spec("trajectory")
+    assert drive.json_schema == trajectory.json_schema is not None
+    assert (drive.sampling, drive.priority, drive.reasoning_format) == (
+        trajectory.sampling,
+        trajectory.priority,
+        trajectory.reasoning_format,
+    )
+    prompt = catalog.render("drive_path", task="go to the door").prompt
+    assert prompt.startswith('You are given the task "go to the door". Specify the 2D trajectory the robot')
+    assert "floor" in prompt and "pixel space" in prompt
+    assert prompt.endswith('{"point_2d": [x, y], "label": "robot path"}.')
 
 
 def test_cookbook_sampling_profiles(catalog: TaskCatalog) -> None:
@@ -203,7 +222,7 @@ def test_priorities_rank_closed_loop_questions_first(catalog: TaskCatalog, tmp_p
     """vLLM serves lower priorities first: the questions a robot acts on at once come before descriptions."""
     values = {"task": "t", "step": "s", "object": "o", "event": "e", "question": "q", "prompt": "p"}
     rendered = {name: catalog.render(name, **values) for name in catalog.names()}
-    urgent = {"next_action", "assisted_next_action", "trajectory", "grounding_2d"}
+    urgent = {"next_action", "assisted_next_action", "trajectory", "drive_path", "grounding_2d"}
     assert all(rendered[n].priority == 0 for n in urgent)
     assert all(rendered[n].priority > 0 for n in set(rendered) - urgent)
     assert rendered["caption"].priority > rendered["timestamp_query"].priority

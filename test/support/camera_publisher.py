@@ -78,8 +78,8 @@ def camera_process(
     ]
     if video is not None:
         cmd += ["--video", str(video)]
-    if depth_topic:
-        cmd += ["--depth-topic", depth_topic, "--info-topic", info_topic]
+    cmd += ["--depth-topic", depth_topic] if depth_topic else []
+    cmd += ["--info-topic", info_topic] if info_topic else []
     cmd += ["--compressed"] if compressed else []
     cmd += ["--zero-stamps"] if zero_stamps else []
     proc = subprocess.Popen(cmd, env=ros_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -136,7 +136,7 @@ def _publish(args: argparse.Namespace) -> int:
                 if not args.zero_stamps:  # drivers that do not stamp leave it zero
                     msg.header.stamp = stamp
                 pub.publish(msg)
-                if depth_pub is not None and info_pub is not None:
+                if depth_pub is not None:
                     bpp = 2 if args.depth_encoding == "16UC1" else 4
                     depth = Image(
                         height=args.height,
@@ -147,6 +147,7 @@ def _publish(args: argparse.Namespace) -> int:
                     depth.header.stamp, depth.header.frame_id = stamp, args.frame_id
                     depth.data = depth_data
                     depth_pub.publish(depth)
+                if info_pub is not None:  # also without depth: the ground plane of the Nav2 handoff needs K
                     info = CameraInfo(
                         width=args.width, height=args.height, k=intrinsics_k(args.width, args.height)
                     )

@@ -10,6 +10,7 @@ import collections
 import os
 import re
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -62,10 +63,18 @@ class NodeRun:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def stop(self, signum: int = signal.SIGINT, timeout_s: float = 20.0) -> tuple[int, float]:
-        """Send the signal; (exit code, seconds until exit). Kills after timeout_s (code then < 0)."""
+    def stop(
+        self, signum: int = signal.SIGINT, timeout_s: float = 20.0, repeat: int = 1, gap_s: float = 0.02
+    ) -> tuple[int, float]:
+        """Send the signal (`repeat` times, `gap_s` apart, while the process lives: an impatient operator or
+        a supervisor); (exit code, seconds from the first one until exit). Kills after timeout_s (code then
+        < 0)."""
         sent = time.monotonic()
-        if self.proc.poll() is None:
+        for i in range(repeat):
+            if self.proc.poll() is not None:
+                break
+            if i:
+                time.sleep(gap_s)
             self.proc.send_signal(signum)
         try:
             code = self.proc.wait(timeout_s)
@@ -76,8 +85,12 @@ class NodeRun:
 
 
 @contextmanager
-def node_process(params: dict[str, Any], work_dir: Path, name: str = "reasoner_node") -> Iterator[NodeRun]:
-    """`python -m cosmos_reasoner_ros.node` with these parameters (a params file); SIGINT at the end."""
+def node_process(
+    params: dict[str, Any], work_dir: Path, name: str = "reasoner_node", source_root: Path | None = None
+) -> Iterator[NodeRun]:
+    """`python -m cosmos_reasoner_ros.node` with these parameters (a params file); SIGINT at the end.
+    `source_root`: the package's sources from another checkout (a benchmark's before and after side by side;
+    the messages come from this environment)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     params_file = work_dir / f"{name}.yaml"
     params_file.write_text(yaml.safe_dump({name: {"ros__parameters": params}}))
@@ -86,7 +99,10 @@ def node_process(params: dict[str, Any], work_dir: Path, name: str = "reasoner_n
         "cosmos_reasoner_ros.node", "--ros-args", "-r", f"__node:={name}", "--params-file", str(params_file)
     )
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, env=ros_env(), stdout=log, stderr=subprocess.STDOUT)
+        env = ros_env()
+        if source_root is not None:
+            env["PYTHONPATH"] = os.pathsep.join([str(source_root), env["PYTHONPATH"]])
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     run = NodeRun(proc, log_path)
     try:
         yield run
@@ -319,7 +335,20 @@ def sequence_gaps(request_ids: list[str]) -> tuple[int, int]:
     return max(unique) - min(unique) + 1 - len(unique), len(numbers) - len(unique)
 
 
-def media_usage(media_dir: Path) -> tuple[int, int]:
-    """(files, bytes) in the media directory."""
-    files = [p for p in media_dir.glob("*") if p.is_file()] if media_dir.is_dir() else []
-    return len(files), sum(p.stat().st_size for p in files)
+def media_usage(media_dir: Path) -> tuple[int, int, int]:
+    """(finished files, their bytes, hidden temporaries being written) in the media directory, from one
+    listing; a file deleted meanwhile is not counted."""
+    files = nbytes = temporaries = 0
+    entries = list(os.scandir(media_dir)) if media_dir.is_dir() else []
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        if entry.name.startswith("."):
+            temporaries += 1
+        else:
+            files, nbytes = files + 1, nbytes + info.st_size
+    return files, nbytes, temporaries

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
+import select
 import signal
 import socket
 import sys
@@ -18,6 +20,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -30,24 +33,78 @@ _ERROR_TYPES = {
     422: "UnprocessableEntityError",
     429: "RateLimitError",
 }
+_POLL_S = 0.05  # how often a waiting answer looks at the server stopping and the client leaving
+_HUGE_PIECE = 16 * 1024  # bytes per streamed piece of a huge answer
+_HUGE_TEXT = ("lorem ipsum dolor sit amet " * (_HUGE_PIECE // 27 + 1))[:_HUGE_PIECE]
+_HUGE_MARK = "@@huge-answer@@"  # where a huge unstreamed answer's generated content goes in its body
 
 
 @dataclass(frozen=True)
 class ScriptedReply:
+    """One scripted answer. Defaults answer at once; each field below adds one behaviour of a real or broken
+    server, streamed and unstreamed alike unless it says otherwise. Every wait ends as soon as the server
+    stops or the client goes away (counted in `ScriptedServer.disconnects`): no behaviour blocks `stop()`.
+
+    Timing:
+    - `delay_s`: nothing at all for this long, then the answer (a prefill or a queue behind a silent server).
+    - `first_token_delay_s` (slow first token): the headers (and, streamed, the role chunk, which carries no
+      token) go out at once, then this wait before the first token (unstreamed: before the body).
+    - `chunk_delay_s` (trickle): between streamed chunks: one token every N s with a text of many words.
+    - `keepalive_s` (comments only): after the headers, only SSE comment lines (`: keep-alive`) for this
+      long, one every `keepalive_interval_s`, then the answer; unstreamed, a space (whitespace JSON allows
+      before the body) each interval, the body then delimited by closing the connection.
+    - `header_byte_delay_s` (slow headers): the status line and headers written one byte at a time, this
+      long between bytes.
+    - `body_byte_delay_s` (byte trickle): every byte of the body written alone, this long between bytes.
+    - `hang`: read the request, then send nothing until the client leaves or the server stops.
+    Size and shape:
+    - `huge_answer_bytes` (huge answer): the content is this many bytes of generated words (never held in
+      the script, nor whole in the server's memory), streamed in 16 KiB pieces or sent as one body; replaces
+      `text`.
+    - `chunks`: the number of streamed content pieces of `text`; 0: one per word.
+    Failures:
+    - `status` != 200 (4xx, 5xx): an OpenAI-style error body {"error": {"message": error_message, ...}}.
+    - `garbage` (non-empty): these bytes (UTF-8) instead of the answer, with `status`, as
+      `text/event-stream` to a streamed request and `application/json` to an unstreamed one; then closed.
+    - `drop_connection` (disconnect): the connection closed without a byte of answer.
+    - `drop_after_chunks`: streamed, the connection closed after this many text chunks.
+    - `cut_after_bytes` (truncated): the connection closed after this many bytes of the body (an unstreamed
+      body's Content-Length still announces all of it; a stream may be cut inside an event).
+    - `stream_error`: an error event in the stream after the text, like vLLM on a failure.
+    """
+
     text: str = "<think>\nscripted\n</think>\n\nscripted answer"
-    status: int = 200  # != 200: an OpenAI-style error body {"error": {"message": error_message, ...}}
+    status: int = 200
     error_message: str = ""
-    delay_s: float = 0.0  # before the response starts
-    chunk_delay_s: float = 0.0  # between streamed chunks
+    delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
     finish_reason: str = "stop"
     prompt_tokens: int = 100
-    drop_connection: bool = False  # close the socket without answering
+    drop_connection: bool = False
     reasoning: str | None = None  # sent as message.reasoning, like vLLM's --reasoning-parser
-    chunks: int = 0  # number of streamed content pieces; 0 = one per word
-    drop_after_chunks: int = 0  # > 0: close the socket after this many streamed text chunks
-    stream_error: str = ""  # sent as an error event in the stream after the text, like vLLM on a failure
+    chunks: int = 0
+    drop_after_chunks: int = 0
+    stream_error: str = ""
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (None: no details, as vLLM
     # without --enable-prompt-tokens-details)
+    first_token_delay_s: float = 0.0
+    keepalive_s: float = 0.0
+    keepalive_interval_s: float = 0.5
+    header_byte_delay_s: float = 0.0
+    body_byte_delay_s: float = 0.0
+    hang: bool = False
+    huge_answer_bytes: int = 0
+    garbage: str = ""
+    cut_after_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.keepalive_interval_s <= 0:
+            raise ValueError(f"keepalive_interval_s must be > 0, got {self.keepalive_interval_s}")
+        waits = (self.delay_s, self.chunk_delay_s, self.first_token_delay_s, self.keepalive_s)
+        if min(*waits, self.header_byte_delay_s, self.body_byte_delay_s) < 0:
+            raise ValueError("delays must be >= 0")
+        if min(self.huge_answer_bytes, self.cut_after_bytes, self.chunks, self.drop_after_chunks) < 0:
+            raise ValueError("sizes and counts must be >= 0")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScriptedReply:
@@ -125,7 +182,7 @@ class ScriptedServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # the HTTP headers of each recorded request
         self.health_status = 200  # tests flip it to 503 to exercise readiness waits
-        self.disconnects = 0  # streams the client closed before their end (cancellation reaches the server)
+        self.disconnects = 0  # answers the client closed before their end (cancellation reaches the server)
         self._chooser: Callable[[dict[str, Any]], ScriptedReply] | None = None
         self._queue: deque[ScriptedReply] = deque()
         if callable(replies):
@@ -135,6 +192,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._stopping = threading.Event()
+        self._answering: set[socket.socket] = set()  # connections with an answer under way: cut at stop()
         self._httpd = _Server((host, port), _make_handler(self))
         self._thread: threading.Thread | None = None
         bound_host, bound_port = self._httpd.server_address[:2]
@@ -174,7 +232,13 @@ class ScriptedServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving; every answer under way ends at once (its connection shut, whatever it was doing)."""
         self._stopping.set()
+        with self._lock:
+            answering = list(self._answering)
+        for conn in answering:  # unblocks a write to a client that does not read
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join(timeout=5)
@@ -193,10 +257,32 @@ class ScriptedServer:
             return self._stopping.wait(seconds)
         return self._stopping.is_set()
 
+    def _answer_started(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._answering.add(conn)
+        if self._stopping.is_set():  # stop() may have looked before this connection was added
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def _answer_ended(self, conn: socket.socket, client_left: bool) -> None:
+        with self._lock:
+            self._answering.discard(conn)
+            self.disconnects += client_left
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # the listen backlog: a storm of concurrent requests must not be refused
+    clients_gone = 0  # connections a client closed or reset under a request (a node stopped or killed)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that leaves mid-request (a node process that exited, a cancelled stream) is a client's
+        # right, not a server fault: counted, without socketserver's traceback on stderr (a test of a CLI that
+        # reads its own stderr for "Traceback" would read the server's). Anything else is printed as before.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            self.clients_gone += 1
+            return
+        super().handle_error(request, client_address)
 
 
 def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
@@ -258,59 +344,160 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(400, f"invalid JSON body: {err}"))
             return
         reply = self.scripted.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
-        if self.scripted.sleep(reply.delay_s):
+        self._reply = reply
+        self._sent = 0
+        self.scripted._answer_started(self.connection)
+        client_left = False
+        try:
+            self._answer(reply, body)
+        except _Ended as ended:
+            client_left = ended.client_left
             self._drop()
-            return
+        except OSError:  # BrokenPipeError, ConnectionResetError: the client went away (cancellation)
+            client_left = not self.scripted._stopping.is_set()  # else stop() shut the connection
+            self._drop()
+        finally:
+            self.scripted._answer_ended(self.connection, client_left)
+
+    def _answer(self, reply: ScriptedReply, body: dict[str, Any]) -> None:
+        self._wait(reply.delay_s)
+        if reply.hang:
+            self._wait(math.inf)
         if reply.drop_connection:
-            self._drop()
-            return
+            raise _Ended()
+        stream = bool(body.get("stream"))
         if self.scripted.refuse_grammars and (
             (body.get("structured_outputs") or {}).get("json") is not None or body.get("response_format")
         ):
-            self._fail_grammar(bool(body.get("stream")))
-            return
-        if reply.status != 200:
-            self._send_json(
-                reply.status, _error_body(reply.status, reply.error_message or f"error {reply.status}")
+            self._fail_grammar(stream)
+        elif reply.garbage:
+            self._garbage(reply, stream)
+        elif reply.status != 200:
+            payload = json.dumps(
+                _error_body(reply.status, reply.error_message or f"error {reply.status}")
+            ).encode()
+            self._head(
+                reply.status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
             )
-            return
-        try:
-            if body.get("stream"):
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                self._stream(reply, include_usage)
-            else:
-                self._send_json(200, _completion_body(reply, self.scripted.model))
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client went away (cancellation): count it, nothing left to do
-            with self.scripted._lock:
-                self.scripted.disconnects += 1
+            self._body(payload)
+        elif stream:
+            self._stream(reply, bool((body.get("stream_options") or {}).get("include_usage")))
+        else:
+            self._unstreamed(reply)
 
     def _stream(self, reply: ScriptedReply, include_usage: bool) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
+        self._head(
+            200,
+            [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), ("Connection", "close")],
+        )
         self.close_connection = True
+        self._keepalive(reply, b": keep-alive\n\n")
         texts = 0
-        for event in _stream_events(reply, self.scripted.model, include_usage):
+        for index, event in enumerate(_stream_events(reply, self.scripted.model, include_usage)):
             if reply.stream_error and not event.get("choices"):
                 break  # the error event replaces the usage chunk
-            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-            self.wfile.flush()
+            self._body(b"data: " + json.dumps(event).encode() + b"\n\n")
             delta = event["choices"][0]["delta"] if event.get("choices") else {}
             texts += bool(delta.get("content") or delta.get("reasoning"))
             if reply.drop_after_chunks and texts >= reply.drop_after_chunks:
-                self._drop()
-                return
-            if event.get("choices") and self.scripted.sleep(reply.chunk_delay_s):
-                self._drop()
-                return
+                raise _Ended()
+            if index == 0:  # the role chunk: no token yet
+                self._wait(reply.first_token_delay_s)
+            if event.get("choices"):
+                self._wait(reply.chunk_delay_s)
         if reply.stream_error:
-            error = _error_body(500, reply.stream_error)
-            self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+            self._body(b"data: " + json.dumps(_error_body(500, reply.stream_error)).encode() + b"\n\n")
+        self._body(b"data: [DONE]\n\n")
+
+    def _unstreamed(self, reply: ScriptedReply) -> None:
+        huge = reply.huge_answer_bytes
+        payload = json.dumps(_completion_body(reply, self.scripted.model, _HUGE_MARK if huge else None))
+        before, _, after = (
+            payload.encode().partition(_HUGE_MARK.encode()) if huge else (payload.encode(), b"", b"")
+        )
+        headers = [("Content-Type", "application/json")]
+        if reply.keepalive_s > 0:  # spaces of unknown number first: the body ends when the connection closes
+            headers.append(("Connection", "close"))
+            self.close_connection = True
+        else:
+            headers.append(("Content-Length", str(len(before) + huge + len(after))))
+        self._head(200, headers)
+        self._keepalive(reply, b" ")
+        self._wait(reply.first_token_delay_s)
+        self._body(before)
+        for piece in _huge_pieces(huge):
+            self._body(piece.encode())
+        self._body(after)
+
+    def _garbage(self, reply: ScriptedReply, stream: bool) -> None:
+        data = reply.garbage.encode("utf-8", "surrogatepass")
+        kind = "text/event-stream" if stream else "application/json"
+        self._head(
+            reply.status,
+            [("Content-Type", kind), ("Content-Length", str(len(data))), ("Connection", "close")],
+        )
+        self.close_connection = True
+        self._body(data)
+
+    def _keepalive(self, reply: ScriptedReply, beat: bytes) -> None:
+        end = time.monotonic() + reply.keepalive_s
+        while (left := end - time.monotonic()) > 0:
+            self._body(beat)
+            self._wait(min(reply.keepalive_interval_s, left))
+
+    def _head(self, status: int, headers: list[tuple[str, str]]) -> None:
+        """The status line and headers, at once or one byte at a time (header_byte_delay_s)."""
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = "Scripted"
+        lines = [f"HTTP/1.1 {status} {phrase}", *(f"{name}: {value}" for name, value in headers)]
+        self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), self._reply.header_byte_delay_s)
+
+    def _body(self, data: bytes) -> None:
+        """Bytes of the body, at once or one at a time (body_byte_delay_s), cut at cut_after_bytes."""
+        cut = self._reply.cut_after_bytes
+        if cut and self._sent + len(data) > cut:
+            self._write(data[: cut - self._sent], self._reply.body_byte_delay_s)
+            self._sent = cut
+            raise _Ended()
+        self._write(data, self._reply.body_byte_delay_s)
+        self._sent += len(data)
+
+    def _write(self, data: bytes, byte_delay_s: float) -> None:
+        if byte_delay_s <= 0:
+            self.wfile.write(data)
+            self.wfile.flush()
+            return
+        for i in range(len(data)):
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
+            self._wait(byte_delay_s)
+
+    def _wait(self, seconds: float) -> None:
+        """Wait `seconds` (inf: for ever); _Ended at once when the server stops or the client goes away."""
+        end = time.monotonic() + seconds
+        while True:
+            if self.scripted._stopping.is_set():
+                raise _Ended()
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if self._client_left(min(_POLL_S, left)):
+                raise _Ended(client_left=not self.scripted._stopping.is_set())
+
+    def _client_left(self, timeout_s: float) -> bool:
+        """Whether the client closed its end, looking for up to timeout_s (stop()'s shutdown wakes it)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], timeout_s)
+            if not readable:
+                return False
+            if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                return True
+        except (OSError, ValueError):
+            return True
+        self.scripted.sleep(timeout_s)  # bytes of a next request wait their turn: no busy loop on them
+        return False
 
     def _tokenize(self, raw: bytes) -> None:
         body = json.loads(raw or b"{}")
@@ -326,20 +513,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _fail_grammar(self, stream: bool) -> None:
         """As vLLM fails a request whose grammar its engine could not compile (GRAMMAR_FAILURES)."""
         if not stream:
-            self._send_json(500, _error_body(500, "Internal server error"))
+            payload = json.dumps(_error_body(500, "Internal server error")).encode()
+            self._head(500, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+            self._body(payload)
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
+        self._head(200, [("Content-Type", "text/event-stream"), ("Connection", "close")])
         self.close_connection = True
         role = next(_stream_events(ScriptedReply(text=""), self.scripted.model, False))
-        self.wfile.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+        self._body(b"data: " + json.dumps(role).encode() + b"\n\n")
         if self.scripted.refuse_grammars == "vllm-0.32":
-            error = _error_body(500, "Internal server error")
-            self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+            self._body(b"data: " + json.dumps(_error_body(500, "Internal server error")).encode() + b"\n\n")
+        self._body(b"data: [DONE]\n\n")
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -355,13 +539,33 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
 
 
+class _Ended(Exception):
+    """The answer ends here, its connection closed: the server stops, the client left, or the script cuts."""
+
+    def __init__(self, client_left: bool = False) -> None:
+        super().__init__()
+        self.client_left = client_left
+
+
+def _huge_pieces(total: int) -> Iterator[str]:
+    """`total` bytes of generated words in pieces of _HUGE_PIECE (ASCII: one byte per character)."""
+    sent = 0
+    while sent < total:
+        piece = _HUGE_TEXT[: min(_HUGE_PIECE, total - sent)]
+        sent += len(piece)
+        yield piece
+
+
 def _error_body(status: int, message: str) -> dict[str, Any]:
     kind = _ERROR_TYPES.get(status, "InternalServerError" if status >= 500 else "Error")
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
 def _usage(reply: ScriptedReply) -> dict[str, Any]:
-    completion = len(split_text(reply.text, reply.chunks)) + len(split_text(reply.reasoning or ""))
+    content = (
+        reply.huge_answer_bytes // 4 if reply.huge_answer_bytes else len(split_text(reply.text, reply.chunks))
+    )
+    completion = content + len(split_text(reply.reasoning or ""))
     usage: dict[str, Any] = {
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": completion,
@@ -372,8 +576,8 @@ def _usage(reply: ScriptedReply) -> dict[str, Any]:
     return usage
 
 
-def _completion_body(reply: ScriptedReply, model: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+def _completion_body(reply: ScriptedReply, model: str, content: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text if content is None else content}
     if reply.reasoning is not None:
         message["reasoning"] = reply.reasoning
     return {
@@ -402,7 +606,12 @@ def _stream_events(reply: ScriptedReply, model: str, include_usage: bool) -> Ite
     yield chunk({"role": "assistant", "content": ""})
     for piece in split_text(reply.reasoning or ""):
         yield chunk({"reasoning": piece})
-    for piece in split_text(reply.text, reply.chunks):
+    pieces = (
+        _huge_pieces(reply.huge_answer_bytes)
+        if reply.huge_answer_bytes
+        else split_text(reply.text, reply.chunks)
+    )
+    for piece in pieces:
         yield chunk({"content": piece})
     yield chunk({}, reply.finish_reason)
     if include_usage:
@@ -469,7 +678,10 @@ def main(argv: list[str] | None = None) -> int:
     source: ReplySource = _rule_chooser(replies, default or ScriptedReply(), rules) if rules else replies
     server = ScriptedServer(source, default=default, model=args.model, port=args.port)
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    # SIGINT too, whatever the process inherited: started by a suite run as a shell's background job it comes
+    # ignored, and launch's SIGINT then left it running until launch escalated to SIGTERM 20 s later.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: done.set())
     server.start()
     print(server.url, flush=True)
     try:

@@ -1,0 +1,420 @@
+"""The Nav2 handoff's ROS edge (handoff.mode not none): the camera's CameraInfo in, each outcome through the
+handoff's decisions (handoff/, plain Python), and out: every decision on ~/handoff/decision, the
+~/handoff/confirm service, IsPathValid asked of the planner server, the path sent to Nav2 (FollowPath with
+controller_id, goal_checker_id, progress_checker_id, or NavigateToPose with the path's last pose), the goal's
+feedback and result (error_code, error_msg) back as decisions and in /diagnostics.
+
+nav2_msgs is imported here only, and only when the handoff talks to Nav2 (follow_path, navigate_to_pose, or
+validate_path): a robot without Nav2 runs the node unchanged. Nav2 absent from the graph: one warning, and
+each path is refused at the server gate until it appears; the node works on.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+import time
+from typing import Any
+
+from action_msgs.msg import GoalStatus
+from rclpy.action.client import ActionClient
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock
+from rclpy.clock_type import ClockType
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo
+
+from cosmos_reasoner_ros.geometry import BasePath, Intrinsics, transform_path
+from cosmos_reasoner_ros.handoff import (
+    CancelGoal,
+    Handoff,
+    HandoffSettings,
+    SendGoal,
+    Step,
+    ValidatePath,
+    settings_problems,
+)
+from cosmos_reasoner_ros.msg import HandoffDecision as HandoffDecisionMsg
+from cosmos_reasoner_ros.node.diagnostics import ProblemLog, StatusReport
+from cosmos_reasoner_ros.node.handoff_messages import base_path_msg, decision_msg
+from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig
+from cosmos_reasoner_ros.reasoner import TaskCatalog
+from cosmos_reasoner_ros.requests import DecisionKind, HandoffDecision, Outcome
+from cosmos_reasoner_ros.srv import ConfirmHandoff
+
+__all__ = ["HandoffEdge"]
+
+_TICK_S = 0.1  # [s] the handoff's clock: validations unanswered, proposals unconfirmed, clips incomplete
+_KEPT = 200  # decisions kept for inspection (tests, benchmarks)
+_STATUSES = {
+    GoalStatus.STATUS_SUCCEEDED: "succeeded",
+    GoalStatus.STATUS_ABORTED: "aborted",
+    GoalStatus.STATUS_CANCELED: "canceled",
+}
+
+
+def _nav2_interfaces() -> tuple[Any, Any, Any] | str:
+    """nav2_msgs' FollowPath, NavigateToPose and IsPathValid, or why they cannot be imported."""
+    try:
+        from nav2_msgs.action import FollowPath, NavigateToPose
+        from nav2_msgs.srv import IsPathValid
+    except ImportError as exc:
+        return (
+            f"nav2_msgs is not importable ({exc}): install your distribution's nav2_msgs "
+            "(ros-<distro>-nav2-msgs, or COSMOS_REASONER_NAV2=1 rosdep install)"
+        )
+    return FollowPath, NavigateToPose, IsPathValid
+
+
+class HandoffEdge:
+    """Checked and built at configure (`check`, `create`: None when the handoff is off), destroyed at
+    cleanup. `consider` is called on the delivery thread for every outcome before it is published."""
+
+    @staticmethod
+    def check(cfg: NodeConfig, settings: HandoffSettings, catalog: TaskCatalog) -> None:
+        """ConfigError naming each bad handoff parameter (none when the handoff is off)."""
+        points_tasks = [n for n in catalog.names() if catalog.spec(n).answer_kind == "points"]
+        found = settings_problems(settings, [c.name for c in cfg.cameras], points_tasks)
+        if found:
+            raise ConfigError("invalid parameters:\n  " + "\n  ".join(found))
+
+    @classmethod
+    def create(
+        cls, node: Node, cfg: NodeConfig, settings: HandoffSettings, problems: ProblemLog
+    ) -> HandoffEdge | None:
+        """The edge of checked settings (check), None when handoff.mode is none."""
+        return cls(node, cfg, settings, problems) if settings.enabled else None
+
+    def __init__(self, node: Node, cfg: NodeConfig, settings: HandoffSettings, problems: ProblemLog) -> None:
+        self._node, self._settings, self._problems = node, settings, problems
+        self.camera = settings.camera or cfg.cameras[0].name
+        camera = cfg.camera(self.camera)
+        self.camera_info_topic = (
+            settings.camera_info_topic or camera.camera_info_topic or f"/{self.camera}/camera_info"
+        )
+        self._camera_frame = settings.frame_id or camera.frame_id
+        self._lock = threading.Lock()
+        self._intrinsics: Intrinsics | None = None
+        self._info_frame = ""
+        self._handles: dict[str, Any] = {}  # request id -> the goal's ClientGoalHandle
+        self.decisions: collections.deque[HandoffDecision] = collections.deque(maxlen=_KEPT)
+        group = MutuallyExclusiveCallbackGroup()
+        self._nav2_problem = ""
+        self._types: tuple[Any, Any, Any] | None = None
+        self._action: ActionClient | None = None
+        self._path_valid: Any = None
+        if settings.sends or settings.validate_path:
+            found = _nav2_interfaces()
+            if isinstance(found, str):
+                self._nav2_problem = found
+                node.get_logger().error(
+                    f"handoff: {found}; no path can be sent or validated (the node works on)"
+                )
+            else:
+                self._types = found
+                follow_path, navigate_to_pose, is_path_valid = found
+                if settings.sends:
+                    kind = follow_path if settings.mode == "follow_path" else navigate_to_pose
+                    self._action = ActionClient(node, kind, settings.action, callback_group=group)
+                if settings.validate_path:
+                    self._path_valid = node.create_client(
+                        is_path_valid, settings.is_path_valid_service, callback_group=group
+                    )
+        self._tf: Any = None  # IsPathValid reads positions in the planner's frame: tf2 moves the path there
+        self._tf_listener: Any = None
+        self._tf_problem = ""
+        if settings.validate_path:
+            try:
+                import tf2_ros
+            except ImportError as exc:
+                frame = settings.path_valid_frame
+                self._tf_problem = f"tf2_ros is not importable ({exc}): IsPathValid needs the path in {frame}"
+                node.get_logger().error(f"handoff: {self._tf_problem}; every path is refused at path_valid")
+            else:
+                self._tf = tf2_ros.Buffer()
+                self._tf_listener = tf2_ros.TransformListener(self._tf, node)
+        self.handoff = Handoff(settings, self._server_problem, self.camera)
+        reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+        self._publisher = node.create_publisher(HandoffDecisionMsg, "~/handoff/decision", reliable)
+        # Best effort matches camera drivers' CameraInfo of either reliability.
+        self._info_sub = node.create_subscription(
+            CameraInfo, self.camera_info_topic, self._on_info, qos_profile_sensor_data, callback_group=group
+        )
+        self._confirm = node.create_service(
+            ConfirmHandoff, "~/handoff/confirm", self._on_confirm, callback_group=group
+        )
+        self._started = time.monotonic()
+        self._absence_reported = False
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._timer = node.create_timer(_TICK_S, self._on_tick, group, clock=steady)
+        where = f"{settings.action}" if settings.sends else "nothing (dry run)"
+        node.get_logger().info(
+            f"handoff: {settings.mode}, answers of {settings.tasks} on camera {self.camera} (CameraInfo "
+            f"{self.camera_info_topic}) to {where}"
+        )
+
+    def destroy(self) -> None:
+        node = self._node
+        node.destroy_timer(self._timer)
+        node.destroy_service(self._confirm)
+        node.destroy_subscription(self._info_sub)
+        node.destroy_publisher(self._publisher)
+        if self._path_valid is not None:
+            node.destroy_client(self._path_valid)
+        if self._action is not None:
+            self._action.destroy()
+        unregister = getattr(self._tf_listener, "unregister", None)
+        if unregister is not None:
+            unregister()
+
+    # -- in ----------------------------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        return int(self._node.get_clock().now().nanoseconds)
+
+    def _on_info(self, msg: CameraInfo) -> None:
+        try:
+            intrinsics = Intrinsics.from_k(list(msg.k), msg.width, msg.height)
+        except ValueError as exc:
+            self._problems.report(
+                f"handoff:camera_info:{self.camera}", f"handoff: unusable CameraInfo: {exc}"
+            )
+            return
+        with self._lock:
+            self._intrinsics, self._info_frame = intrinsics, msg.header.frame_id
+
+    def consider(self, outcome: Outcome, now_ns: int, frame_id: str) -> Outcome:
+        """The outcome as published at now_ns (the node's clock) with the handoff's first decision about it
+        (unchanged when the handoff does not take it); that decision and what follows from it are published
+        and carried out. `frame_id`: the images' (the path's frame when neither handoff.frame_id, the camera's
+        frame_id nor its CameraInfo names one)."""
+        if not self.handoff.takes(outcome):
+            return outcome
+        with self._lock:
+            intrinsics, info_frame = self._intrinsics, self._info_frame
+        step = self.handoff.consider(
+            outcome, now_ns, intrinsics, self._camera_frame or info_frame or frame_id
+        )
+        self._carry_out(step)
+        first = next((d for d in step.decisions if d.request_id == outcome.request_id), None)
+        return dataclasses.replace(outcome, handoff=first) if first is not None else outcome
+
+    def _on_confirm(
+        self, request: ConfirmHandoff.Request, response: ConfirmHandoff.Response
+    ) -> ConfirmHandoff.Response:
+        step, answered, message = self.handoff.confirm(request.request_id, bool(request.accept), self._now())
+        self._carry_out(step)
+        response.success = answered
+        response.decision = step.decisions[0].decision if step.decisions else ""
+        response.message = message
+        return response
+
+    def _on_tick(self) -> None:
+        self._carry_out(self.handoff.tick(self._now()))
+        if self._settings.sends and not self._absence_reported:
+            problem = self._server_problem()
+            if problem and time.monotonic() - self._started > self._settings.server_timeout_s:
+                self._absence_reported = True
+                self._node.get_logger().warning(
+                    f"handoff: {problem}; paths are refused at the server gate until it is there (the node "
+                    "works on)"
+                )
+
+    # -- out ---------------------------------------------------------------------------------------------
+
+    def _server_problem(self) -> str:
+        if self._nav2_problem:
+            return self._nav2_problem
+        if self._action is None:
+            return ""
+        if not self._action.server_is_ready():
+            server = "controller server" if self._settings.mode == "follow_path" else "bt_navigator"
+            return f"no Nav2 action server on {self._settings.action} (is Nav2's {server} up and active?)"
+        return ""
+
+    def _carry_out(self, step: Step) -> None:
+        """Publish the decisions, then the commands: ask IsPathValid, send or cancel a goal."""
+        for decision in step.decisions:
+            self._publish(decision)
+        for command in step.commands:
+            try:
+                if isinstance(command, ValidatePath):
+                    self._validate(command)
+                elif isinstance(command, SendGoal):
+                    self._send(command)
+                elif isinstance(command, CancelGoal):
+                    self._cancel(command)
+            except Exception as exc:  # a failing call must not cost the outcome its result
+                self._problems.report(
+                    f"handoff:{type(command).__name__}", f"handoff: {command!r} failed: {exc!r}"
+                )
+                if isinstance(command, ValidatePath):
+                    self._carry_out(
+                        self.handoff.validated(command.request_id, None, (), repr(exc), self._now())
+                    )
+                elif isinstance(command, SendGoal):
+                    self._carry_out(
+                        self.handoff.goal_response(command.request_id, False, self._now(), repr(exc))
+                    )
+
+    def _publish(self, decision: HandoffDecision) -> None:
+        self.decisions.append(decision)
+        kind = decision.decision
+        line = f"handoff: request {decision.request_id} {kind}: {decision.reason}"
+        if kind in (DecisionKind.REFUSED, DecisionKind.GOAL_REJECTED, DecisionKind.GOAL_FAILED):
+            gate = decision.failed_gate
+            self._problems.report(f"handoff:{kind}:{gate.name if gate else ''}", line)
+        elif kind in (DecisionKind.SENT, DecisionKind.CANCEL, DecisionKind.GOAL_SUCCEEDED):
+            self._node.get_logger().info(line)
+        try:
+            self._publisher.publish(decision_msg(decision))
+        except Exception as exc:
+            self._problems.report(
+                f"handoff:publish:{type(exc).__name__}", f"handoff: could not publish: {exc!r}"
+            )
+
+    def _validate(self, command: ValidatePath) -> None:
+        client, rid = self._path_valid, command.request_id
+        if client is None or self._types is None:
+            self._carry_out(
+                self.handoff.validated(rid, None, (), self._nav2_problem or "no client", self._now())
+            )
+            return
+        if not client.service_is_ready():
+            why = f"no IsPathValid service on {self._settings.is_path_valid_service} (Nav2's planner server)"
+            self._carry_out(self.handoff.validated(rid, None, (), why, self._now()))
+            return
+        try:
+            in_frame = self._in_planner_frame(command.path)
+        except Exception as exc:  # no transform (yet) at the clip's end, or no tf2 at all
+            self._carry_out(self.handoff.validated(rid, None, (), str(exc)[:300], self._now()))
+            return
+        request = self._types[2].Request()
+        request.path = base_path_msg(in_frame)
+        if hasattr(request, "max_cost"):  # Kilted and later
+            request.max_cost = self._settings.path_valid_max_cost
+            request.consider_unknown_as_obstacle = self._settings.path_valid_unknown_is_obstacle
+
+        def done(future: Any) -> None:
+            try:
+                answer = future.result()
+                step = self.handoff.validated(
+                    rid,
+                    bool(answer.is_valid),
+                    tuple(int(i) for i in answer.invalid_pose_indices),
+                    "",
+                    self._now(),
+                )
+            except Exception as exc:
+                step = self.handoff.validated(rid, None, (), repr(exc), self._now())
+            self._carry_out(step)
+
+        client.call_async(request).add_done_callback(done)
+
+    def _in_planner_frame(self, path: BasePath) -> BasePath:
+        """The path in handoff.path_valid_frame, where Nav2's IsPathValid reads positions (it transforms
+        nothing), through tf2 at the path's stamp; LookupError saying why not."""
+        from rclpy.time import Time
+
+        if self._tf is None:
+            raise LookupError(self._tf_problem or "no tf2 buffer")
+        frame = self._settings.path_valid_frame
+        try:
+            found = self._tf.lookup_transform(frame, path.frame_id, Time(nanoseconds=path.stamp_ns))
+        except Exception as exc:
+            raise LookupError(
+                f"no transform from {path.frame_id} to {frame} at the clip's end: {exc}"
+            ) from None
+        t, r = found.transform.translation, found.transform.rotation
+        return transform_path(path, (t.x, t.y, t.z), (r.x, r.y, r.z, r.w), frame)
+
+    def _send(self, command: SendGoal) -> None:
+        assert self._action is not None and self._types is not None
+        s, rid = self._settings, command.request_id
+        path = base_path_msg(command.path)
+        if s.mode == "follow_path":
+            goal = self._types[0].Goal()
+            goal.path = path
+            goal.controller_id, goal.goal_checker_id = s.controller_id, s.goal_checker_id
+            if hasattr(goal, "progress_checker_id"):
+                goal.progress_checker_id = s.progress_checker_id
+        else:
+            goal = self._types[1].Goal()
+            goal.pose = path.poses[-1]
+            goal.behavior_tree = s.behavior_tree
+
+        def feedback(message: Any) -> None:
+            fb = message.feedback
+            distance = getattr(fb, "distance_to_goal", getattr(fb, "distance_remaining", 0.0))
+            self.handoff.goal_feedback(rid, float(distance), float(getattr(fb, "speed", 0.0)))
+
+        def responded(future: Any) -> None:
+            try:
+                handle = future.result()
+            except Exception as exc:
+                self._carry_out(self.handoff.goal_response(rid, False, self._now(), f"no response: {exc!r}"))
+                return
+            if not handle.accepted:
+                self._carry_out(self.handoff.goal_response(rid, False, self._now()))
+                return
+            with self._lock:
+                self._handles[rid] = handle
+            self._carry_out(self.handoff.goal_response(rid, True, self._now()))
+            handle.get_result_async().add_done_callback(ended)
+
+        def ended(future: Any) -> None:
+            with self._lock:
+                self._handles.pop(rid, None)
+            try:
+                answer = future.result()
+                status = _STATUSES.get(answer.status, "unknown")
+                code = int(getattr(answer.result, "error_code", 0))
+                message = str(getattr(answer.result, "error_msg", ""))
+            except Exception as exc:
+                status, code, message = "unknown", 0, f"no result: {exc!r}"
+            self._carry_out(self.handoff.goal_result(rid, status, code, message, self._now()))
+
+        self._action.send_goal_async(goal, feedback_callback=feedback).add_done_callback(responded)
+
+    def _cancel(self, command: CancelGoal) -> None:
+        with self._lock:
+            handle = self._handles.get(command.request_id)
+        if handle is not None:
+            handle.cancel_goal_async()
+
+    # -- diagnostics -------------------------------------------------------------------------------------
+
+    def status_report(self) -> StatusReport:
+        status = self.handoff.status()
+        s = self._settings
+        problem = self._server_problem() if s.sends else ""
+        with self._lock:
+            has_info = self._intrinsics is not None
+        last = status.last
+        result = status.last_result
+        values: dict[str, object] = {
+            "mode": s.mode,
+            "action": s.action,
+            "camera": self.camera,
+            "camera_info": "received" if has_info else f"none yet on {self.camera_info_topic}",
+            "nav2": problem or ("on the graph" if s.sends else "not used"),
+            "goal": status.goal,
+            "goal_state": status.goal_state,
+            "distance_to_goal": status.distance_to_goal,
+            "speed": status.speed,
+            "last_decision": last.decision if last else "",
+            "last_reason": last.reason if last else "",
+            "last_goal_end": result.decision if result else "",
+            "last_error_code": result.error_code if result else 0,
+            "last_error_msg": result.error_msg if result else "",
+        }
+        values.update({f"decisions_{kind}": n for kind, n in sorted(status.counts.items())})
+        if problem:
+            level, message = "warn", problem
+        elif last is not None:
+            level, message = "ok", f"{last.decision}: {last.reason}"
+        else:
+            level, message = "ok", "no answer handed off yet"
+        return StatusReport("reasoner_node: handoff", level, message[:300], values)
