@@ -26,6 +26,8 @@ from cosmos_reasoner_ros.reasoner import Segment
 __all__ = [
     "CameraBox",
     "CameraTrajectory",
+    "GateRecord",
+    "HandoffRecord",
     "ResultRecord",
     "load_records",
     "record_from_msg",
@@ -80,6 +82,75 @@ class CameraBox:
 
 
 @dataclass(frozen=True)
+class GateRecord:
+    """One gate of the Nav2 handoff (HandoffGate): what it measured against what, and whether it passed."""
+
+    name: str
+    passed: bool
+    value: float = 0.0
+    limit: float = 0.0
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class HandoffRecord:
+    """What the node's Nav2 handoff decided about the request's answer (ReasonerResult.handoff): in a replay,
+    always dry (bag/replay/node_process.py), the path that would have been sent and every gate's verdict."""
+
+    decision: str
+    reason: str = ""
+    gates: tuple[GateRecord, ...] = ()
+    path: tuple[tuple[float, float, float], ...] = ()  # [m] in frame_id (the camera's optical frame)
+    path_px: tuple[tuple[float, float], ...] = ()  # the same poses in the answer's image [px]
+    frame_id: str = ""
+    source: str = ""  # depth or ground_plane
+    length_m: float = 0.0
+    answered_length_m: float = 0.0
+    dry_run: bool = False
+
+    @property
+    def failed_gate(self) -> GateRecord | None:
+        return next((g for g in self.gates if not g.passed), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["gates"] = [dataclasses.asdict(g) for g in self.gates]
+        data["path"], data["path_px"] = [list(p) for p in self.path], [list(p) for p in self.path_px]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HandoffRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in names}
+        values["gates"] = tuple(GateRecord(**g) for g in values.get("gates", ()))
+        values["path"] = tuple((float(x), float(y), float(z)) for x, y, z in values.get("path", ()))
+        values["path_px"] = tuple((float(u), float(v)) for u, v in values.get("path_px", ()))
+        return cls(**values)
+
+
+def handoff_from_msg(msg: Any) -> HandoffRecord | None:
+    """A ReasonerResult's `handoff` (HandoffDecision) as a record; None without one (the handoff was off, or
+    a result recorded before the field existed)."""
+    if msg is None or not getattr(msg, "decision", ""):
+        return None
+    poses = [p.pose.position for p in msg.path.poses]
+    return HandoffRecord(
+        decision=msg.decision,
+        reason=msg.reason,
+        gates=tuple(
+            GateRecord(g.name, bool(g.passed), float(g.value), float(g.limit), g.detail) for g in msg.gates
+        ),
+        path=tuple((float(p.x), float(p.y), float(p.z)) for p in poses),
+        path_px=tuple((float(p.x), float(p.y)) for p in msg.path_px),
+        frame_id=msg.path.header.frame_id,
+        source=msg.path_source,
+        length_m=float(msg.path_length_m),
+        answered_length_m=float(msg.answered_length_m),
+        dry_run=bool(msg.dry_run),
+    )
+
+
+@dataclass(frozen=True)
 class ResultRecord:
     """One request of an evaluation: what was asked, on which clip, what came back, how long it took."""
 
@@ -114,35 +185,69 @@ class ResultRecord:
     bag: str = ""  # the bag's name (its folder or file name as given)
     step: str = ""  # the goal's step (assisted_next_action)
     bag_id: str = ""  # fingerprint of the replayed camera topics (counts, span): another recording differs
+    # What the request or its bag lost (judged by the tolerances; said in the report, JUnit and verdict):
+    frames_expected: int = 0  # frames a node that lost none would have sent in this clip (0: not known)
+    frames_refused: int = 0  # frames of the bag's cameras the replayed node refused over the whole replay
+    unverifiable: tuple[str, ...] = ()  # the bag's storage files whose payloads no CRC protects
+    notes: tuple[str, ...] = ()  # this request's: frames its clip lacks, a trigger inside a recording's gap
+    bag_notes: tuple[str, ...] = ()  # its bag's, in words: frames the node refused, files without CRCs
+
+    handoff: HandoffRecord | None = None  # the Nav2 handoff's decision (dry in a replay); None: it was off
 
     @property
     def outcome(self) -> str:
         return "success" if self.success else (self.error_kind or "internal")
 
     @property
+    def frames_missing(self) -> int:
+        """Frames the clip lacks against what the recording holds (0 when that is not known)."""
+        return max(0, self.frames_expected - self.clip_frames) if self.frames_expected else 0
+
+    @property
     def answered(self) -> bool:
         """The server gave an answer (parsed or not): what the parse rate is counted over."""
         return self.success or self.error_kind in ("unparseable", "truncated")
 
+    def answered_as(self, kind: str) -> bool:
+        """A successful answer that holds the shape a label of this kind compares with (points, boxes,
+        segments, choice, text): what scoring grades and `labels draft` turns into a label."""
+        if not self.success:
+            return False
+        shapes = {
+            "points": self.trajectories,
+            "boxes": self.boxes,
+            "segments": self.segments,
+            "choice": self.choice,
+            "text": self.answer.strip(),
+        }
+        return bool(shapes[kind])
+
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["cameras"], data["clip_uris"] = list(self.cameras), list(self.clip_uris)
+        for key in _TEXTS:
+            data[key] = list(getattr(self, key))
         data["trajectories"] = [_trajectory_dict(t) for t in self.trajectories]
         data["boxes"] = [_box_dict(b) for b in self.boxes]
         data["segments"] = [
             {"caption": s.caption, "start_s": s.start_s, "end_s": s.end_s} for s in self.segments
         ]
+        data["handoff"] = self.handoff.to_dict() if self.handoff is not None else None
         return data
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False)
+        text = json.dumps(self.to_dict(), ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (bytes of a name that are not UTF-8): escaped
+            text = json.dumps(self.to_dict())
+        return text
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ResultRecord:
         """The inverse of to_dict; unknown keys are ignored (newer files), missing ones take defaults."""
         names = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {k: v for k, v in data.items() if k in names}
-        for key in ("cameras", "clip_uris"):
+        for key in _TEXTS:
             if key in values:
                 values[key] = tuple(str(v) for v in values[key])
         if "trajectories" in values:
@@ -154,7 +259,12 @@ class ResultRecord:
                 Segment(float(s["start_s"]), float(s["end_s"]), str(s.get("caption", "")))
                 for s in values["segments"]
             )
+        if values.get("handoff") is not None:
+            values["handoff"] = HandoffRecord.from_dict(values["handoff"])
         return cls(**values)
+
+
+_TEXTS = ("cameras", "clip_uris", "unverifiable", "notes", "bag_notes")  # the record's tuples of strings
 
 
 def _trajectory_dict(t: CameraTrajectory) -> dict[str, Any]:
@@ -308,4 +418,5 @@ def record_from_msg(msg: Any, trigger_s: float = 0.0, bag: str = "", step: str =
         finish_reason=msg.finish_reason,
         bag=bag,
         step=step,
+        handoff=handoff_from_msg(getattr(msg, "handoff", None)),
     )

@@ -1,6 +1,7 @@
 """Names from user input (scenario names, sweep values, bag and task names) made safe as one path component,
 and paths built only from such components: whatever a scenario, a sweep or an option names, what the bag tools
-write stays inside the output folder."""
+write stays inside the output folder. A file system allows any bytes but `/` in a name: `printable` makes
+such a name text that every report (JSON, HTML, XML, stdout) can carry."""
 
 from __future__ import annotations
 
@@ -10,10 +11,20 @@ from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError
 
-__all__ = ["child", "safe_name", "writable_file", "writable_folder"]
+__all__ = ["child", "printable", "safe_name", "writable_file", "writable_folder"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+,@-]+")
 _MAX = 80
+
+
+def printable(text: str) -> str:
+    """`text` as valid Unicode: a file name's bytes that are not UTF-8 (which Python keeps as lone
+    surrogates, and which no UTF-8 file or terminal can carry) shown as \\xNN escapes, any other lone
+    surrogate as U+FFFD."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that does not stand for a byte (from a \\udXXX escape)
+        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
 
 
 def safe_name(text: str) -> str:

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -343,8 +343,16 @@ _MESSAGES = [
 _ERA = {4: 2, 5: 3, 6: 4, 7: 4, 8: 4, 9: 4}  # metadata version -> db schema
 
 
-def write_sqlite_bag(bag: Path, msgs: Iterable[Msg], metadata_version: int = 9, parts: int = 1) -> Path:
-    """A rosbag2 sqlite3 bag folder as the release of that metadata version wrote it."""
+def write_sqlite_bag(
+    bag: Path,
+    msgs: Iterable[Msg],
+    metadata_version: int = 9,
+    parts: int = 1,
+    definitions: Callable[[str], str | None] | None = None,
+) -> Path:
+    """A rosbag2 sqlite3 bag folder as the release of that metadata version wrote it; `definitions` gives
+    the stored message definitions (default: this module's; None: none stored for that type)."""
+    define = definitions or definition
     msgs = list(msgs)
     bag.mkdir(parents=True)
     schema = _ERA[metadata_version]
@@ -366,13 +374,17 @@ def write_sqlite_bag(bag: Path, msgs: Iterable[Msg], metadata_version: int = 9, 
                         "type_description_hash) VALUES (?,?,?,?,?)",
                         (m.topic, m.msgtype, "cdr", qos_text, ""),
                     )
-                    if not db.execute(
-                        "SELECT 1 FROM message_definitions WHERE topic_type=?", (m.msgtype,)
-                    ).fetchone():
+                    text = define(m.msgtype)
+                    if (
+                        text is not None
+                        and not db.execute(
+                            "SELECT 1 FROM message_definitions WHERE topic_type=?", (m.msgtype,)
+                        ).fetchone()
+                    ):
                         db.execute(
                             "INSERT INTO message_definitions(topic_type,encoding,encoded_message_definition,"
                             "type_description_hash) VALUES (?,?,?,?)",
-                            (m.msgtype, "ros2msg", definition(m.msgtype), ""),
+                            (m.msgtype, "ros2msg", text, ""),
                         )
                 else:
                     cur = db.execute(

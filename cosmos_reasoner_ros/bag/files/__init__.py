@@ -2,7 +2,18 @@
 choosing the topics to replay (topics: choose_topics, CameraTopics), the whole-bag check before a replay
 (integrity: check_bag, verify, Integrity), foxglove CompressedVideo decoded to frames (video: VideoDecoder),
 writing bags (writer: open_writer, BagWriter), the message types per ROS 2 distribution (typestore:
-typestore, fresh_typestore, ensure_type) and camera bags made from videos (make: make_bag, MakeOptions).
-The modules are imported on demand (video and make need PyAV and OpenCV)."""
+typestore, fresh_typestore, ensure_type), camera bags made from videos (make: make_bag, MakeOptions),
+what a recording holds for `check` (overview: overview, Overview) and header stamps read from CDR bytes
+(header_stamps). The modules are imported on demand (video and make need PyAV and OpenCV)."""
 
-__all__ = ["integrity", "make", "reader", "topics", "typestore", "video", "writer"]
+__all__ = [
+    "header_stamps",
+    "integrity",
+    "make",
+    "overview",
+    "reader",
+    "topics",
+    "typestore",
+    "video",
+    "writer",
+]

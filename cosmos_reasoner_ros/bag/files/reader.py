@@ -18,11 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 from typing import IO, Any
 
-import yaml
 from rosbags.typesys import get_types_from_idl, get_types_from_msg
 from rosbags.typesys.store import Typestore
 
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.safe_paths import printable
+from cosmos_reasoner_ros.bag.yaml_files import load_yaml
 
 __all__ = [
     "BagMessage",
@@ -31,7 +32,9 @@ __all__ = [
     "check_message_size",
     "decompress_message",
     "max_message_bytes",
+    "same_layout",
     "storage_files",
+    "storage_kind",
 ]
 
 STORAGE_SUFFIXES = (".mcap", ".db3")
@@ -59,6 +62,7 @@ def _corrupt_errors() -> tuple[type[BaseException], ...]:
         AssertionError,
         RuntimeError,  # lz4
         MemoryError,  # a damaged length field
+        OverflowError,  # ... one beyond any index
     ]
     with contextlib.suppress(ImportError):
         import apsw
@@ -138,7 +142,15 @@ class _McapStorage(_Storage):
             summary = self._reader.get_summary()
             if summary is None:  # unindexed or cut short: one pass collects what the summary would hold
                 summary = self._scan()
-            counts = summary.statistics.channel_message_counts if summary.statistics else {}
+            stats = summary.statistics
+            if stats is not None:
+                counts = dict(stats.channel_message_counts)
+                if stats.message_count > 0:
+                    self.start_ns, self.end_ns = stats.message_start_time, stats.message_end_time
+                else:
+                    self.start_ns, self.end_ns = _NO_MESSAGES, 0
+            else:  # no Statistics record (it is optional): one pass counts what it would hold
+                counts, self.start_ns, self.end_ns = self._count()
             self.topics = {}
             for cid, channel in sorted(summary.channels.items()):
                 schema = summary.schemas.get(channel.schema_id)
@@ -150,19 +162,12 @@ class _McapStorage(_Storage):
                 self.topics[channel.topic] = TopicInfo(
                     channel.topic,
                     schema.name if schema else "",
-                    counts.get(cid, -1) if summary.statistics else -1,
+                    counts.get(cid, 0),
                     None,
                     text,
                     fmt,
                     channel.message_encoding,
                 )
-            stats = summary.statistics
-            if stats is not None and stats.message_count > 0:
-                self.start_ns, self.end_ns = stats.message_start_time, stats.message_end_time
-            elif stats is not None:
-                self.start_ns, self.end_ns = _NO_MESSAGES, 0
-            else:
-                self.start_ns, self.end_ns = self._time_range()
         except CORRUPT as exc:
             self._fh.close()
             raise BagError(f"cannot read {path} (damaged, truncated or not MCAP): {_short(exc)}") from None
@@ -184,11 +189,14 @@ class _McapStorage(_Storage):
                 summary.channels[record.id] = record
         return summary
 
-    def _time_range(self) -> tuple[int, int]:
+    def _count(self) -> tuple[dict[int, int], int, int]:
+        """Messages per channel, the first and the last message time, from one pass over the file."""
+        counts: dict[int, int] = {}
         first, last = _NO_MESSAGES, 0
-        for _, _, message in self._reader.iter_messages(log_time_order=False):
+        for _, channel, message in self._reader.iter_messages(log_time_order=False):
+            counts[channel.id] = counts.get(channel.id, 0) + 1
             first, last = min(first, message.log_time), max(last, message.log_time)
-        return first, last
+        return counts, first, last
 
     def messages(self, topics: Collection[str], start_ns: int | None) -> Iterator[tuple[int, str, bytes]]:
         wanted = [t for t in topics if t in self.topics]
@@ -213,10 +221,20 @@ class _SqliteStorage(_Storage):
         from rosbags.rosbag2.storage_sqlite3 import Sqlite3Reader
 
         self.path = path
-        self._reader = Sqlite3Reader(path)
+        # rosbags opens `file:<path>?immutable=1` as an SQLite URI: a name with ?, # or % (or bytes that are
+        # not UTF-8) would be cut there. Such a file is read through a link of a plain name in a folder of
+        # this reader's own, removed at close.
+        self._link_dir: tempfile.TemporaryDirectory[str] | None = None
+        opened = path
+        if any(ch in str(path) for ch in "?#%") or printable(str(path)) != str(path):
+            self._link_dir = tempfile.TemporaryDirectory(prefix="cosmos-bag-")
+            opened = Path(self._link_dir.name) / "storage.db3"
+            opened.symlink_to(path.absolute())
+        self._reader = Sqlite3Reader(opened)
         try:
             self._reader.open()
         except CORRUPT as exc:
+            self._unlink()
             raise BagError(f"cannot read {path} (damaged, truncated or not sqlite3): {_short(exc)}") from None
         self._conns = {c.topic: c for c in self._reader.connections}
         self.topics = {}
@@ -248,14 +266,42 @@ class _SqliteStorage(_Storage):
     def close(self) -> None:
         with contextlib.suppress(*CORRUPT):
             self._reader.close()
+        self._unlink()
+
+    def _unlink(self) -> None:
+        if self._link_dir is not None:
+            self._link_dir.cleanup()
+            self._link_dir = None
+
+
+_MAGIC = {b"\x89MCAP": ".mcap", b"SQLite format 3\x00": ".db3"}
+
+
+def storage_kind(path: Path, sniff: bool = True) -> str:
+    """ ".mcap" or ".db3": a storage file's kind by the end of its name (any case; a file named just `.mcap`
+    too), else (`sniff`) by its first bytes, so that a recording renamed to anything is still read; "" for
+    another file."""
+    name = path.name.lower()
+    for suffix in STORAGE_SUFFIXES:
+        if name.endswith(suffix):
+            return suffix
+    if not sniff:
+        return ""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return ""
+    return next((kind for magic, kind in _MAGIC.items() if head.startswith(magic)), "")
 
 
 def _open_storage(path: Path) -> _Storage:
-    if path.suffix == ".mcap":
+    kind = storage_kind(path)
+    if kind == ".mcap":
         return _McapStorage(path)
-    if path.suffix == ".db3":
+    if kind == ".db3":
         return _SqliteStorage(path)
-    raise BagError(f"{path}: unknown storage file (not {' or '.join(STORAGE_SUFFIXES)})")
+    raise BagError(f"{path}: not a recording (neither MCAP nor sqlite3)")
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:
@@ -278,8 +324,8 @@ class _Metadata:
 
 def _read_metadata(path: Path) -> _Metadata:
     where = path / "metadata.yaml"
+    data = load_yaml(where, "rosbag2 metadata")
     try:
-        data = yaml.safe_load(where.read_text(encoding="utf-8"))
         info = data["rosbag2_bagfile_information"]
         mode = str(info.get("compression_mode") or "").lower()
         mode = "" if mode == "none" else mode
@@ -299,13 +345,18 @@ def _read_metadata(path: Path) -> _Metadata:
         )
     except BagError:
         raise
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise BagError(f"{where} is not rosbag2 metadata: {_short(exc)}") from None
+    except KeyError as exc:
+        raise BagError(f"{printable(str(where))} is not rosbag2 metadata: it lacks {exc}") from None
+    except (TypeError, ValueError, AttributeError):  # (their messages may quote the file's values)
+        raise BagError(
+            f"{printable(str(where))} is not rosbag2 metadata: a field has the wrong type"
+        ) from None
 
 
 def storage_files(folder: Path) -> list[Path]:
-    """The storage files directly inside a folder (a recording written without metadata.yaml)."""
-    return sorted(p for p in folder.iterdir() if p.suffix in STORAGE_SUFFIXES and p.is_file())
+    """The storage files directly inside a folder (a recording written without metadata.yaml): those whose
+    names end in .mcap or .db3 (any case)."""
+    return sorted(p for p in folder.iterdir() if storage_kind(p, sniff=False) and p.is_file())
 
 
 # ------------------------------------------------------------------------------------------ the reader
@@ -318,8 +369,9 @@ class BagReader:
         if not path.exists():
             raise BagError(f"bag {path} does not exist")
         self.path = path
-        # The name the user gave (a symlink's own name), which labels the bag's results.
-        self.name = path.absolute().stem if path.is_file() else path.absolute().name
+        # The name the user gave (a symlink's own name), which labels the bag's results: as text any report
+        # can carry (a file system allows bytes that are not UTF-8).
+        self.name = printable(path.absolute().stem if path.is_file() else path.absolute().name)
         self.metadata: _Metadata | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._storages: list[_Storage] = []
@@ -328,7 +380,7 @@ class BagReader:
         except BaseException:
             self.close()
             raise
-        self._stores: dict[frozenset[str], tuple[Typestore, dict[str, str]]] = {}
+        self._stores: dict[frozenset[str], tuple[Typestore, dict[str, str], dict[str, str]]] = {}
         self.checked: dict[frozenset[str], Any] = {}  # integrity.check_bag's results, per topic set
 
     def _open(self, path: Path) -> None:
@@ -440,6 +492,15 @@ class BagReader:
         """A typestore knowing the standard types of the distribution that recorded the bag (else this
         process's), this package's messages and, for the given topics, the types whose definitions the bag
         stores; and {type: why it cannot be read} for the ones it cannot."""
+        store, problems, _ = self._types(topics)
+        return store, problems
+
+    def own_definitions(self, topics: Collection[str]) -> dict[str, str]:
+        """{type: note} for the standard types among the topics' that the bag recorded with a definition of
+        its own (another distribution's), which typestore() reads them with."""
+        return self._types(topics)[2]
+
+    def _types(self, topics: Collection[str]) -> tuple[Typestore, dict[str, str], dict[str, str]]:
         key = frozenset(topics)
         if key not in self._stores:
             topics_ = [self.topic(t) for t in sorted(topics)]
@@ -496,31 +557,120 @@ def check_message_size(data: bytes) -> None:
         decompress_message(data)
 
 
-def _typestore_for(topics: list[TopicInfo], distro: str | None) -> tuple[Typestore, dict[str, str]]:
-    from cosmos_reasoner_ros.bag.files.typestore import fresh_typestore
+def _typestore_for(
+    topics: list[TopicInfo], distro: str | None
+) -> tuple[Typestore, dict[str, str], dict[str, str]]:
+    """(store, {type: why it cannot be read}, {type: note}) for the topics: the standard types of the
+    distribution (store_of), this package's messages, the types the bag defines that nothing here knows, and
+    a standard type the bag recorded with another definition (an older distribution's: Humble's
+    sensor_msgs/Range lacks Jazzy's `variance`) with the bag's own definition, said in the notes."""
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys.stores import Stores
+
+    from cosmos_reasoner_ros.bag.files.typestore import distro_name, fresh_typestore
 
     store = fresh_typestore(distro)
     problems: dict[str, str] = {}
+    defined: dict[str, dict[str, Any]] = {}  # type -> the types its stored definition defines
     for t in topics:
-        if t.msgtype in store.types or t.msgtype in problems:
-            continue  # a known type keeps its own definition (bags carry placeholders: rosbag2's talker)
+        if t.msgtype in defined or t.msgtype in problems:
+            continue
+        known = t.msgtype in store.fielddefs
         if not t.definition_format:  # (an empty definition is an empty message: std_msgs/Empty)
-            problems[t.msgtype] = "not a standard ROS 2 type, and the bag stores no definition of it"
+            if not known:
+                problems[t.msgtype] = "not a standard ROS 2 type, and the bag stores no definition of it"
             continue
         try:
-            if t.definition_format == "idl":
-                types: dict[str, Any] = {}
-                for part in _idl_parts(t.definition):
-                    types.update(get_types_from_idl(part))
-            else:
-                types = dict(get_types_from_msg(t.definition, t.msgtype))
-            store.register({k: v for k, v in types.items() if k not in store.types})
+            types = _parse_definition(t)
         except Exception as exc:  # rosbags' parser errors: that type only
-            problems[t.msgtype] = f"its stored definition does not parse: {_short(exc, 120)}"
+            if not known:
+                problems[t.msgtype] = f"its stored definition does not parse: {_short(exc, 120)}"
             continue
-        if t.msgtype not in store.types:
-            problems[t.msgtype] = "its stored definition does not define it"
-    return store, problems
+        if t.msgtype not in types:
+            if not known:
+                problems[t.msgtype] = "its stored definition does not define it"
+            continue
+        defined[t.msgtype] = types
+    own: dict[str, str] = {}
+    overrides: dict[str, Any] = {}
+    for msgtype, types in defined.items():
+        differing = [
+            n for n, fd in types.items() if n in store.fielddefs and _differs(store.fielddefs[n], fd)
+        ]
+        if differing:
+            own[msgtype] = (
+                f"recorded with a definition of {msgtype} that differs from ROS 2 "
+                f"{distro_name(distro)}'s (another distribution's): read with the bag's own"
+            )
+            for n, fd in types.items():
+                overrides.setdefault(n, fd)
+    if overrides:  # the bag's definitions first, then every standard type they leave
+        rebuilt = get_typestore(Stores.EMPTY)
+        rebuilt.register(overrides)
+        rebuilt.register({n: fd for n, fd in store.fielddefs.items() if n not in rebuilt.fielddefs})
+        store = rebuilt
+    for types in defined.values():  # types nothing here knows, from their stored definitions
+        new = {k: v for k, v in types.items() if k not in store.fielddefs}
+        if new:
+            store.register(new)
+    return store, problems, own
+
+
+def _parse_definition(t: TopicInfo) -> dict[str, Any]:
+    if t.definition_format == "idl":
+        types: dict[str, Any] = {}
+        for part in _idl_parts(t.definition):
+            types.update(get_types_from_idl(part))
+        return types
+    return dict(get_types_from_msg(t.definition, t.msgtype))
+
+
+def same_layout(a: Typestore, b: Typestore, msgtype: str) -> bool:
+    """Whether two stores lay out a type's CDR alike, its nested types included (a type one of them lacks
+    does not)."""
+    seen: set[str] = set()
+    todo = [msgtype]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name not in a.fielddefs or name not in b.fielddefs:
+            return False
+        if _differs(a.fielddefs[name], b.fielddefs[name]):
+            return False
+        todo += [n for _, desc in a.fielddefs[name][1] for n in _names(desc)]
+    return True
+
+
+def _names(desc: Any) -> list[str]:
+    """The message types a field description refers to."""
+    if isinstance(desc, tuple):
+        if len(desc) == 2 and _plain(desc[0]) == 2 and isinstance(desc[1], str):  # (Nodetype.NAME, type)
+            return [desc[1]]
+        return [n for d in desc for n in _names(d)]
+    return []
+
+
+_PLACEHOLDER = [("structure_needs_at_least_one_member", (1, ("uint8", 0)))]
+
+
+def _differs(standard: Any, recorded: Any) -> bool:
+    """Whether two definitions of a type lay out its CDR differently (constants do not count; an empty message
+    is the placeholder byte whichever way it is written)."""
+
+    def fields(fd: Any) -> list[Any]:
+        out = [(name, _plain(desc)) for name, desc in fd[1]]
+        return out or list(_PLACEHOLDER)
+
+    return bool(fields(standard) != fields(recorded))
+
+
+def _plain(desc: Any) -> Any:
+    """A field description with rosbags' Nodetype enums as plain ints, nested tuples kept."""
+    if isinstance(desc, tuple):
+        return tuple(_plain(d) for d in desc)
+    return int(desc) if type(desc).__name__ == "Nodetype" else desc
 
 
 def _idl_parts(text: str) -> list[str]:

@@ -151,13 +151,20 @@ def choose_topics(
                 f"bag {bag.path} has no camera topic ({', '.join(CAMERA_TYPES)}); "
                 f"it has: {bag.describe_topics()}"
             )
+        # A camera topic declared without a message (a camera that never published) is no candidate while
+        # another has messages.
+        silent = [t for t in colour if t.count == 0] if any(t.count != 0 for t in colour) else []
+        colour = [t for t in colour if t not in silent]
         if len(colour) > 1:
             raise BagError(
                 f"bag {bag.path} has {len(colour)} camera topics: {_listed(colour)}; choose with "
                 "--camera-topic (repeatable; scenario key camera_topics)"
             )
         cameras = [colour[0].name]
-        chosen.append(f"camera {colour[0].name} ({colour[0].msgtype}), the bag's only camera topic")
+        only = "the bag's only camera topic" + (
+            f" with messages ({', '.join(t.name for t in silent)} has none)" if silent else ""
+        )
+        chosen.append(f"camera {colour[0].name} ({colour[0].msgtype}), {only}")
     info_candidates = [t for t in bag.topics.values() if t.msgtype == INFO_TYPE]
     info_list, said = _pair(bag, cameras, infos, info_candidates, "camera info", "--info-topic")
     chosen += said

@@ -17,7 +17,7 @@ from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.package_files import PACKAGE, share_dirs
 from cosmos_reasoner_ros.ros_compat import ros_distro
 
-__all__ = ["IMAGE_TYPES", "ensure_type", "fresh_typestore", "store_of", "typestore"]
+__all__ = ["IMAGE_TYPES", "distro_name", "ensure_type", "fresh_typestore", "store_of", "typestore"]
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 
@@ -68,6 +68,11 @@ def store_of(distro: str | None = None) -> Stores:
         if key in Stores.__members__:
             return Stores[key]
     return Stores.ROS2_KILTED
+
+
+def distro_name(distro: str | None = None) -> str:
+    """The distribution whose standard types store_of(distro) gives, capitalised (Jazzy)."""
+    return store_of(distro).name.removeprefix("ROS2_").capitalize()
 
 
 @functools.lru_cache(maxsize=8)

@@ -13,6 +13,7 @@ import yaml
 from rosbags.typesys.store import Typestore
 
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.safe_paths import printable
 
 __all__ = ["STORAGES", "BagWriter", "open_writer"]
 
@@ -47,6 +48,7 @@ class BagWriter:
     _rosbags: Any = None
     _first: int | None = None
     _last: int = 0
+    _staging: Any = None  # a TemporaryDirectory rosbags writes into when the path is no plain SQLite URI
 
     def open(self) -> BagWriter:
         if self.storage not in STORAGES:
@@ -57,7 +59,16 @@ class BagWriter:
             if self.storage == "sqlite3":
                 from rosbags.rosbag2 import StoragePlugin, Writer
 
-                self._rosbags = Writer(self.path, version=9, storage_plugin=StoragePlugin.SQLITE3)
+                # rosbags opens `file:<path>` as an SQLite URI: a name with ?, # or % (or bytes that are not
+                # UTF-8) is cut there, and the database went beside the bag. Such a bag is written in a
+                # folder of a plain name and moved into place when it is finished.
+                target = self.path
+                if any(ch in str(self.path) for ch in "?#%") or printable(str(self.path)) != str(self.path):
+                    import tempfile
+
+                    self._staging = tempfile.TemporaryDirectory(prefix="cosmos-bag-")
+                    target = Path(self._staging.name) / "bag"
+                self._rosbags = Writer(target, version=9, storage_plugin=StoragePlugin.SQLITE3)
                 self._rosbags.open()
                 return self
             from mcap.writer import CompressionType
@@ -109,6 +120,10 @@ class BagWriter:
         try:
             if self._rosbags is not None:
                 self._rosbags.close()
+                if self._staging is not None:
+                    import shutil
+
+                    shutil.move(Path(self._staging.name) / "bag", self.path)
                 return
             if self._mcap is None or self._fh is None:
                 return
@@ -119,6 +134,9 @@ class BagWriter:
             raise BagError(f"cannot finish bag {self.path}: {exc}") from None
         finally:
             self._mcap = self._rosbags = None
+            if self._staging is not None:
+                self._staging.cleanup()
+                self._staging = None
 
     def abort(self) -> None:
         import shutil
@@ -129,6 +147,9 @@ class BagWriter:
         if self._fh is not None:
             self._fh.close()
         self._mcap = self._rosbags = None
+        if self._staging is not None:
+            self._staging.cleanup()
+            self._staging = None
         shutil.rmtree(self.path, ignore_errors=True)
 
     def _write_metadata(self) -> None:

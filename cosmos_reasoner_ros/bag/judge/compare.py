@@ -184,6 +184,26 @@ class Verdict:
     latency_gate: str = ""  # which latency gates applied, in words
 
     @property
+    def notes(self) -> list[str]:
+        """What the run's recordings and clips lost, in words (each once, with its bag): the reasons beside
+        the checks, also when they are within tolerance."""
+        seen: dict[str, None] = {}
+        for r in self.requests:
+            if r.current is not None:
+                for note in r.current.bag_notes:
+                    seen[f"{r.current.bag}: {note}" if r.current.bag else note] = None
+        for r in self.requests:
+            if r.current is not None:
+                for note in r.current.notes:
+                    seen[f"{r.name}: {note}"] = None
+        return list(seen)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the run passed or failed: every exceeded tolerance, then what the recordings lost."""
+        return [f"{where}: {c.describe()}" for where, c in self.failed_checks] + self.notes
+
+    @property
     def passed(self) -> bool:
         return all(r.passed for r in self.requests) and all(c.passed for c in self.aggregate)
 
@@ -265,6 +285,8 @@ def _request_checks(
     checks: list[Check] = []
     if tol.require_success:
         checks.append(Check("success", c.outcome, "success", "==", c.success))
+    if c.frames_expected and tol.clip_frames_missing_max is not None:
+        checks += _at_most("clip_frames_missing", float(c.frames_missing), tol.clip_frames_missing_max)
     if b is None:
         return checks
     if tol.new_failure and b.success:
@@ -312,11 +334,25 @@ def _task_checks(current: Sequence[ResultRecord], tol: Tolerances) -> list[Check
     return checks
 
 
+def _damage_checks(current: Sequence[ResultRecord], tol: Tolerances) -> list[Check]:
+    """What the recordings lost, over the run: frames the node refused (each bag's count once), storage files
+    without CRCs."""
+    agg = tol.aggregate
+    refused: dict[str, int] = {}
+    unverifiable: set[tuple[str, str]] = set()
+    for r in current:
+        refused[r.bag] = max(refused.get(r.bag, 0), r.frames_refused)
+        unverifiable |= {(r.bag, f) for f in r.unverifiable}
+    checks = _at_most("frames_refused", float(sum(refused.values())), agg.frames_refused_max)
+    return checks + _at_most("unverifiable_files", float(len(unverifiable)), agg.unverifiable_files_max)
+
+
 def _aggregate_checks(
     stats: RunStats, base: RunStats | None, unmatched: int, tol: Tolerances, current: Sequence[ResultRecord]
 ) -> list[Check]:
     agg = tol.aggregate
     checks = _task_checks(current, tol)
+    checks += _damage_checks(current, tol)
     checks += _at_least("success_rate", stats.success_rate, agg.success_rate_min)
     checks += _at_most("latency_p95", stats.latency_p95_s, agg.latency_p95_max_s, " s")
     if base is None:

@@ -8,10 +8,12 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cosmos_reasoner_ros.reasoner import Segment
+if TYPE_CHECKING:  # (play takes percentile from here: it need not import the reasoner and its client)
+    from cosmos_reasoner_ros.reasoner import Segment
 
 __all__ = [
     "box_iou",
@@ -25,8 +27,10 @@ __all__ = [
 ]
 
 
-def _polyline(points: Sequence[tuple[float, float]]) -> np.ndarray:
-    return np.asarray(points, dtype=float).reshape(-1, 2)
+def _polyline(points: Sequence[Sequence[float]]) -> np.ndarray:
+    """The points as an (n, d) array: 2D pixels, or 3D points in metres (scores in metres with depth)."""
+    array = np.asarray(points, dtype=float)
+    return array.reshape(-1, array.shape[-1] if array.ndim == 2 else 2)
 
 
 def _resample(path: np.ndarray, n: int) -> np.ndarray:
@@ -40,10 +44,10 @@ def _resample(path: np.ndarray, n: int) -> np.ndarray:
     if along[-1] == 0.0:
         return np.repeat(path[:1], n, axis=0)
     at = np.linspace(0.0, along[-1], n)
-    return np.stack([np.interp(at, along, path[:, 0]), np.interp(at, along, path[:, 1])], axis=1)
+    return np.stack([np.interp(at, along, path[:, k]) for k in range(path.shape[1])], axis=1)
 
 
-def point_distances(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> np.ndarray:
+def point_distances(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> np.ndarray:
     """Distances between corresponding points; paths of different lengths are both resampled along their
     length to the longer one's number of points."""
     pa, pb = _polyline(a), _polyline(b)
@@ -53,14 +57,14 @@ def point_distances(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, f
     return np.asarray(np.linalg.norm(_resample(pa, n) - _resample(pb, n), axis=1))
 
 
-def _cost(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> np.ndarray:
+def _cost(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> np.ndarray:
     pa, pb = _polyline(a), _polyline(b)
     if len(pa) == 0 or len(pb) == 0:
         raise ValueError("a trajectory without points")
     return np.asarray(np.linalg.norm(pa[:, None, :] - pb[None, :, :], axis=2))
 
 
-def discrete_frechet(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
+def discrete_frechet(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> float:
     """The discrete Fréchet distance (Eiter and Mannila 1994): the shortest leash that lets two walkers go
     through both point sequences in order, each only forward."""
     d = _cost(a, b)

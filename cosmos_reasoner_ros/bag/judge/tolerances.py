@@ -9,9 +9,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.yaml_files import load_yaml
 from cosmos_reasoner_ros.package_files import config_file
 
 __all__ = ["AggregateTolerances", "RequestTolerances", "Tolerances", "load_tolerances"]
@@ -31,6 +30,7 @@ class RequestTolerances:
     segment_iou_min: float | None = 0.5
     choice_equal: bool = True
     text_similarity_min: float | None = None
+    clip_frames_missing_max: int | None = 0  # frames a clip may lack against what the recording holds
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ class AggregateTolerances:
     completion_tokens_ratio_max: float | None = 1.5
     success_rate_min: float | None = None
     latency_p95_max_s: float | None = None
+    frames_refused_max: int | None = 0  # camera frames the replayed node refused (undecodable, ...), all bags
+    unverifiable_files_max: int | None = None  # storage files without CRCs; null: reported, not judged
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,46 @@ class Tolerances:
             parts.append(f"absolute (latency p95 <= {agg.latency_p95_max_s:g} s)")
         return "; ".join(parts) if parts else "off (latency reported, not judged)"
 
+    def judged(self) -> str:
+        """What these tolerances judge and what they only report, in words (--help, the README): the one
+        place that says it, from the values themselves."""
+        pr, agg = self.per_request, self.aggregate
+        judged = ["at least one successful request"]
+        if pr.success_rate_min is not None:
+            judged.append(f"each task's success rate >= {pr.success_rate_min:g}")
+        if agg.success_rate_min is not None:
+            judged.append(f"the run's success rate >= {agg.success_rate_min:g}")
+        if pr.require_success:
+            judged.append("every request succeeds")
+        if pr.clip_frames_missing_max is not None:
+            most = _most(pr.clip_frames_missing_max)
+            judged.append(f"{most} frame missing from a clip (against the recording; in lock-step)")
+        if agg.frames_refused_max is not None:
+            most = _most(agg.frames_refused_max)
+            judged.append(f"{most} camera frame refused by the node (undecodable, ...)")
+        if agg.unverifiable_files_max is not None:
+            judged.append(f"{_most(agg.unverifiable_files_max)} storage file without CRCs")
+        if agg.latency_p95_max_s is not None:
+            judged.append(f"latency p95 <= {agg.latency_p95_max_s:g} s")
+        baseline = ["answers within the per-kind limits (trajectories, boxes, segments, choices)"]
+        if pr.new_failure:
+            baseline.insert(0, "a request that succeeded still succeeds")
+        if agg.success_rate_drop_max is not None:
+            baseline.append(f"a success rate at most {agg.success_rate_drop_max:g} below the baseline's")
+        if agg.unmatched_max is not None:
+            baseline.append(f"{_most(agg.unmatched_max)} request without a partner")
+        reported = []
+        if pr.text_similarity_min is None:
+            reported.append("answer text similarity")
+        if "off" in self.latency_gate():
+            reported.append("latency and TTFT")
+        if agg.unverifiable_files_max is None:
+            reported.append("storage files without CRCs")
+        return (
+            f"judged: {'; '.join(judged)}; with --baseline also: {'; '.join(baseline)}. "
+            f"Reported, not judged: {'; '.join(reported)}."
+        )
+
     def merged(self, overrides: Mapping[str, Any], where: str) -> Tolerances:
         """These tolerances with the keys of a YAML mapping (config/tolerances.yaml's layout) replaced."""
         unknown = set(overrides) - {"per_request", "tasks", "aggregate"}
@@ -96,6 +138,10 @@ class Tolerances:
             )
         aggregate = _apply(self.aggregate, overrides.get("aggregate") or {}, f"{where}: aggregate")
         return Tolerances(per_request, tasks, aggregate)
+
+
+def _most(n: int) -> str:
+    return "no" if n == 0 else f"at most {n}"
 
 
 def _apply(current: Any, block: Any, where: str) -> Any:
@@ -128,10 +174,7 @@ def _typed(value: Any, default: Any, annotation: str, where: str) -> Any:
 
 
 def _read(path: Path) -> Mapping[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise BagError(f"cannot read tolerances {path}: {exc}") from None
+    data = load_yaml(path, "tolerances")
     if data is None:
         return {}
     if not isinstance(data, Mapping):

@@ -48,6 +48,7 @@ class IngestWatch:
         from rclpy.qos import QoSProfile, ReliabilityPolicy
 
         self._handled: dict[str, int] = {}
+        self._values: dict[str, dict[str, str]] = {}  # camera topic -> its newest status values
         self._stamp_ns = 0  # the newest header stamp of the node's diagnostics
         self._cond = threading.Condition()
         self._node = node
@@ -63,15 +64,34 @@ class IngestWatch:
         with self._cond:
             self._stamp_ns = max(self._stamp_ns, stamp_ns)
             for status in msg.status:
-                progress = camera_progress({kv.key: kv.value for kv in status.values})
+                values = {kv.key: kv.value for kv in status.values}
+                progress = camera_progress(values)
                 if progress is not None:
                     topic, done = progress
+                    if done >= self._handled.get(topic, 0):
+                        self._values[topic] = values
                     self._handled[topic] = max(done, self._handled.get(topic, 0))
             self._cond.notify_all()
 
     def handled(self, topic: str) -> int:
         with self._cond:
             return self._handled.get(topic, 0)
+
+    def refused(self, topic: str) -> dict[str, int]:
+        """The camera's frames refused so far by kind (undecodable, too large, bad stamp, not colour; dropped:
+        refused by the buffer, e.g. out of order), from its newest status; only kinds with frames."""
+        with self._cond:
+            values = dict(self._values.get(topic, {}))
+        kinds = {
+            "too large": "frames_too_large",
+            "bad stamp": "frames_bad_stamp",
+            "not colour": "frames_not_colour",
+        }
+        out = {kind: _int(values.get(key)) for kind, key in kinds.items()}
+        invalid = _int(values.get("frames_invalid"))
+        out["undecodable"] = max(0, invalid - sum(out.values()))
+        out["dropped"] = max(0, _int(values.get("frames_dropped")) - invalid)
+        return {kind: n for kind, n in out.items() if n}
 
     def wait(
         self, topic: str, count: int, timeout_s: float, alive: Callable[[], None] = lambda: None
@@ -110,6 +130,13 @@ class IngestWatch:
 
     def close(self) -> None:
         self._node.destroy_subscription(self._sub)
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
 
 
 class RequestGate:

@@ -3,7 +3,9 @@ diagnostics), its command line (with a namespace when several bags play at once)
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import signal
 import subprocess
@@ -11,12 +13,15 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import yaml
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, server_url_problem
+from cosmos_reasoner_ros.bag.safe_paths import printable
+from cosmos_reasoner_ros.bag.yaml_files import load_yaml
+from cosmos_reasoner_ros.handoff import HandoffSettings, read_settings
 from cosmos_reasoner_ros.package_files import package_file
 
 __all__ = [
@@ -25,11 +30,15 @@ __all__ = [
     "NodeProcess",
     "NodeStarter",
     "camera_names",
+    "check_parameters",
     "check_params_file",
     "default_params_file",
+    "handoff_rehearsal",
+    "handoff_settings",
     "namespaced_params_file",
     "node_command",
     "node_parameters",
+    "parameter_problem",
     "yaml_string",
 ]
 
@@ -58,6 +67,7 @@ class NodeCamera:
     compressed: bool = False
     depth_topic: str = ""
     info_topic: str = ""
+    bag_info_topic: str = ""  # its CameraInfo in the bag, also without depth (the handoff's ground plane)
 
 
 def camera_names(count: int) -> list[str]:
@@ -93,22 +103,152 @@ def node_parameters(options: EvalOptions, cameras: Sequence[NodeCamera], media_d
         "wait_for_server_s:=10.0",
         *([f"diagnostics_period_s:={DIAGNOSTICS_PERIOD_S}"] if options.lock_step else []),
         *options.params,
+        *handoff_rehearsal(options, cameras),
     ]
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_parameters() -> dict[str, Any]:
+    """The node's parameters as the shipped config/reasoner.yaml documents them: dotted name -> default (a
+    camera's block under `camera.<name>.`)."""
+    path = default_params_file()
+    data = load_yaml(path, "the shipped node parameters") if path is not None else None
+    block = data.get("reasoner_node", {}).get("ros__parameters", {}) if isinstance(data, dict) else {}
+    out: dict[str, Any] = {}
+
+    def flatten(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                flatten(f"{prefix}{key}.", inner)
+        else:
+            out[prefix[:-1]] = value
+
+    flatten("", block)
+    return {"use_sim_time": False, **out}  # (a parameter every ROS node has)
+
+
+def parameter_problem(name: str, value: Any) -> str:
+    """Why `value` cannot be reasoner_node's parameter `name` ("" when it can): an unknown name (the node
+    would ignore it: a sweep over a misspelt name runs the same node N times), or a value of another type
+    than the parameter's (the node would stop at its start, after the runs before it). Ranges and how values
+    go together are the node's to check."""
+    shipped = _shipped_parameters()
+    if not shipped:
+        return ""
+    parts = name.split(".")
+    key = name
+    if len(parts) == 3 and parts[0] == "camera":  # any camera's block has the shipped camera's keys
+        key = next((k for k in shipped if k.startswith("camera.") and k.endswith(f".{parts[2]}")), "")
+    if key not in shipped:
+        return f"{name} is not a parameter of reasoner_node (config/reasoner.yaml lists them)"
+    default = shipped[key]
+    kind = {bool: "true or false", int: "an integer", float: "a number", str: "text", list: "a list"}.get(
+        type(default), ""
+    )
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, list):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    else:
+        ok = True
+    if ok:
+        return ""
+    got = "null" if value is None else type(value).__name__
+    return f"{name} must be {kind}{' (finite)' if kind == 'a number' else ''}, got {got}"
+
+
+def check_parameters(params: Sequence[str]) -> None:
+    """`name:=value` node parameters (`-p`, a scenario's, a sweep's) checked before any node starts:
+    BagError naming the first problem (parameter_problem)."""
+    for item in params:
+        name, sep, text = item.partition(":=")
+        if not sep or not name.strip():
+            raise BagError(f"-p {item[:80]!r} is not NAME:=VALUE")
+        try:
+            value = yaml.safe_load(text)  # as rcl reads a `-p` value
+        except yaml.YAMLError:
+            value = text
+        if problem := parameter_problem(name.strip(), value):
+            raise BagError(f"node parameter {problem}")
+
+
+def _handoff_setting(options: EvalOptions, name: str) -> object:
+    """A `handoff.<name>` parameter as the replayed node will read it: the last `-p`, else the parameter
+    file's (nested `handoff: {name: ...}` or flat), else None."""
+    for item in reversed(options.params):
+        key, _, value = item.partition(":=")
+        if key.strip() == f"handoff.{name}":
+            try:
+                return yaml.safe_load(value)
+            except yaml.YAMLError:
+                return value
+    params_file = options.params_file or default_params_file()
+    if params_file is None:
+        return None
+    try:
+        data = yaml.safe_load(params_file.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None  # check_params_file names a bad file
+    block = (
+        data.get(options.node_name) or data.get(f"/{options.node_name}") if isinstance(data, dict) else None
+    )
+    values = block.get("ros__parameters") if isinstance(block, dict) else None
+    if not isinstance(values, dict):
+        return None
+    nested = values.get("handoff")
+    if isinstance(nested, dict) and name in nested:
+        return nested[name]
+    return values.get(f"handoff.{name}")
+
+
+def handoff_settings(options: EvalOptions) -> HandoffSettings:
+    """The run's `handoff.*` parameters as the replayed node reads them (defaults for those not given), for
+    what scoring needs of them: the ground plane and the path limits. The node checks them when it starts."""
+
+    def given(name: str, default: Any, _doc: str) -> Any:
+        value = _handoff_setting(options, name.removeprefix("handoff."))
+        return default if value is None else value
+
+    return read_settings(given)
+
+
+def handoff_rehearsal(options: EvalOptions, cameras: Sequence[NodeCamera]) -> list[str]:
+    """The Nav2 handoff in a replay: it runs dry, whatever the parameters say (a replay never sends a goal to
+    a robot); each result then records the path that would have been sent and every gate's verdict. Without
+    a CameraInfo topic of its own, it reads the bag's, of its camera (the first unless handoff.camera names
+    another). Nothing when the handoff is off."""
+    mode = _handoff_setting(options, "mode")
+    if mode in (None, "none"):
+        return []
+    params = ["handoff.mode:=dry_run"]
+    if not _handoff_setting(options, "camera_info_topic"):
+        wanted = _handoff_setting(options, "camera")
+        camera = next((c for c in cameras if c.name == wanted), cameras[0] if cameras else None)
+        topic = camera.bag_info_topic or camera.info_topic if camera is not None else ""
+        if topic:
+            params.append(f"handoff.camera_info_topic:={yaml_string(topic)}")
+    return params
 
 
 def check_params_file(path: Path) -> None:
     """A node parameter file as rcl reads it: a mapping of node names to `ros__parameters` mappings. Checked
-    before any node starts, so that a bad file is one line, not the node's traceback."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise BagError(f"cannot read node parameters {path}: {str(exc)[:200]}") from None
+    before any node starts, so that a bad file is one line, not the node's traceback. The file may be anything
+    a scenario named: a problem is said by its place (entry n, line and column), never with the file's
+    text."""
+    data = load_yaml(path, "node parameters")
+    shown = printable(str(path))
     if not isinstance(data, dict) or not data:
-        raise BagError(f"node parameters {path} must map node names to {{ros__parameters: ...}}")
-    for node, block in data.items():
+        raise BagError(f"node parameters {shown} must map node names to {{ros__parameters: ...}}")
+    for n, block in enumerate(data.values(), start=1):
         if not isinstance(block, dict) or not isinstance(block.get("ros__parameters"), dict):
-            raise BagError(f"node parameters {path}: {str(node)[:80]!r} needs a ros__parameters mapping")
-        problem = server_url_problem(block["ros__parameters"].get("server_url"), f"{path}: server_url")
+            raise BagError(f"node parameters {shown}: entry {n} needs a ros__parameters mapping")
+        problem = server_url_problem(block["ros__parameters"].get("server_url"), f"{shown}: server_url")
         if problem:
             raise BagError(problem)
 
@@ -116,10 +256,7 @@ def check_params_file(path: Path) -> None:
 def namespaced_params_file(params_file: Path, namespace: str, node_name: str, out: Path) -> Path:
     """A copy of a parameter file whose block for the node is keyed by its namespaced name (a relative key
     such as `reasoner_node:` does not match /eval1/reasoner_node)."""
-    try:
-        data = yaml.safe_load(params_file.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise BagError(f"cannot read node parameters {params_file}: {exc}") from None
+    data = load_yaml(params_file, "node parameters") or {}
     if not isinstance(data, dict):
         raise BagError(f"node parameters {params_file} must be a mapping")
     fqn = f"{namespace}/{node_name}"

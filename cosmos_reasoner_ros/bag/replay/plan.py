@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.files.reader import storage_files
+from cosmos_reasoner_ros.bag.safe_paths import printable
 from cosmos_reasoner_ros.errors import credentials_problem
 
 __all__ = [
@@ -50,11 +52,15 @@ class Goal:
 
 
 def trigger_times(duration_s: float, period_s: float, at_s: Sequence[float] = ()) -> list[float]:
-    """Given times inside the bag, else every period from one period in (the first clip needs frames)."""
+    """Given times inside the recording, else every period from one period in (the first clip needs frames).
+    Times are seconds from the recording's start: its first message, on any topic."""
     if at_s:
         bad = [t for t in at_s if not 0 <= t <= duration_s]
         if bad:
-            raise BagError(f"trigger times {bad} lie outside the bag (0-{duration_s:.2f} s)")
+            raise BagError(
+                f"trigger times {bad} lie outside the recording: 0-{duration_s:.2f} s from its start (its "
+                "first message, on any topic) to the last message replayed"
+            )
         return sorted(at_s)
     if period_s <= 0:
         raise BagError("the trigger period must be > 0 (or give --at times)")
@@ -71,9 +77,7 @@ def schedule(duration_s: float, goals: Sequence[Goal]) -> list[tuple[float, Task
 
 
 def _is_bag(path: Path) -> bool:
-    return (path / "metadata.yaml").is_file() or any(
-        p.suffix in (".mcap", ".db3") and p.is_file() for p in path.iterdir()
-    )
+    return (path / "metadata.yaml").is_file() or bool(storage_files(path))
 
 
 def _bags_under(folder: Path) -> list[Path]:
@@ -114,9 +118,10 @@ def bag_paths(paths: Sequence[Path]) -> list[Path]:
 
 
 def bag_label(path: Path) -> str:
-    """A bag's name in records and reports: its folder's (or file's) name as given, links not resolved."""
+    """A bag's name in records and reports: its folder's (or file's) name as given, links not resolved, as
+    text any report can carry (safe_paths.printable)."""
     path = path.absolute()
-    return path.stem if path.is_file() else path.name
+    return printable(path.stem if path.is_file() else path.name)
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ class EvalOptions:
     server_url: str = "http://127.0.0.1:8000/v1"
     tasks: tuple[TaskSpec, ...] = (TaskSpec("next_action"),)
     period_s: float = 2.0  # [s of bag time] trigger period; ignored when `at_s` is given
-    at_s: tuple[float, ...] = ()  # [s from the bag's start] trigger times
+    at_s: tuple[float, ...] = ()  # [s from the recording's start: its first message, any topic] trigger times
     goals: tuple[
         Goal, ...
     ] = ()  # each task at its own times (scenarios); when given, tasks/period/at are not used

@@ -175,6 +175,7 @@ class Player:
         self._paused = False
         self._loop_ns = 0
         self._clock_ns = 0  # the last /clock value published in this pass (a new pass starts again)
+        self._hold_ns: int | None = None  # a mark the clock is approaching: it never runs past it
         self._clock_pub: Any = None
         self._clock_stop = threading.Event()
         self._clock_thread: threading.Thread | None = None
@@ -184,6 +185,7 @@ class Player:
         try:
             self.choice, topics = self._select()
             self.integrity = check_bag(self.reader, topics, warn=options.announce)
+            topics = self._publishable(topics)
             spans = [self.integrity.spans[t] for t in topics if t in self.integrity.spans]
             if not spans:
                 raise BagError(
@@ -250,6 +252,38 @@ class Player:
         if not topics:
             raise BagError(f"bag {bag.path}: no topic to play; it has: {bag.describe_topics()}")
         return choice, topics
+
+    def _publishable(self, topics: list[str]) -> list[str]:
+        """The topics whose recorded bytes this installation's message types read: a topic recorded with
+        another distribution's layout of its type (Humble's sensor_msgs/Range in a Jazzy install) is left
+        out with --all-topics, else refused, and never called damaged."""
+        from cosmos_reasoner_ros.bag.files.reader import same_layout
+        from cosmos_reasoner_ros.bag.files.typestore import distro_name, typestore
+
+        store, _ = self.reader.typestore(topics)
+        installed = typestore(None)
+        left: dict[str, str] = dict(self.integrity.foreign)
+        for t in topics:
+            if problem := topic_name_problem(self.options.remap.get(t, t)):
+                left[t] = problem
+                continue
+            msgtype = self.reader.topics[t].msgtype
+            if t in left or msgtype == VIDEO_TYPE or msgtype not in installed.fielddefs:
+                continue
+            if not same_layout(store, installed, msgtype):
+                left[t] = (
+                    f"recorded as another distribution's {msgtype}, which differs from this ROS 2 "
+                    f"{distro_name(None)} installation's: its bytes would not read as that type"
+                )
+        kept = [t for t in topics if t not in left]
+        if left and not self.options.all_topics:
+            raise BagError("; ".join(f"topic {t} cannot be played: {why}" for t, why in left.items()))
+        if left and self.options.announce:
+            listed = "; ".join(f"{t}: {why}" for t, why in left.items())
+            print(f"cosmos-reasoner-bag: {self.reader.name}: left out {listed}", file=sys.stderr)
+        if not kept:
+            raise BagError(f"bag {self.reader.path}: no topic left to play")
+        return kept
 
     def _class(self, topic: str) -> Any:
         if topic in self.decoders:
@@ -331,12 +365,18 @@ class Player:
         stop: threading.Event | None = None,
         before_publish: Callable[[int], None] | None = None,
         after_publish: Callable[[str, int, bytes], None] | None = None,
+        marks: Sequence[int] = (),
+        at_mark: Callable[[int], None] | None = None,
     ) -> PlayStats:
         """Publish until the last loop ends or `stop` is set.
 
         `before_publish(bag_ns)` runs before each message and `after_publish(bag topic, bag_ns, data)` after
         it (data: the recorded bytes); time spent inside them pauses the playback clock (evaluation waits for
-        answers this way)."""
+        answers this way). `at_mark(bag_ns)` runs once per mark (bag times; the first pass only) when the
+        playback clock reaches it: after every message recorded before it has gone out, before those recorded
+        at or after it, with /clock at the mark, also inside a gap of the recording (the clock runs on
+        through a gap, as `ros2 bag play`'s does) and after its last message. A mark before the first
+        message played runs at that message's time (the clock never goes back)."""
         stop = stop or threading.Event()
         self.start_clock()
         if self.options.wait_for_subscribers_s > 0:
@@ -350,6 +390,9 @@ class Player:
         loop = 0
         # Video needs its keyframe: read from the first message and decode what lies before the offset.
         read_from = self.first_ns if self.decoders else self.start_ns
+        pending = sorted(marks) if at_mark is not None else []
+        with self._clock_lock:  # the clock thread's ticks never pass the next mark before it is handled
+            self._hold_ns = pending[0] if pending else None
 
         def hook(call: Callable[[], None]) -> None:
             with self._clock_lock:
@@ -363,6 +406,19 @@ class Player:
                     self._base += time.monotonic() - entered
                     self._paused = False
 
+        def reach(mark: int) -> None:
+            """Wait until the playback clock reaches the mark, then run at_mark, the clock standing on it."""
+            assert at_mark is not None
+            try:
+                if self._wait_until(self._base + (mark - self.start_ns) / 1e9 / rate, stop):
+                    with self._clock_lock:
+                        self._last_ns = max(self._last_ns, mark)
+                    self._publish_clock(mark)
+                    hook(lambda: at_mark(mark))
+            finally:
+                with self._clock_lock:  # the clock runs on to the next mark, not past it
+                    self._hold_ns = pending[0] if pending else None
+
         try:
             while not stop.is_set() and (self.options.loops == 0 or loop < self.options.loops):
                 with self._clock_lock:
@@ -375,13 +431,12 @@ class Player:
                     outgoing = self._outgoing(m.topic, m.data)
                     if m.log_ns < self.start_ns or not outgoing:
                         continue
+                    while loop == 0 and pending and pending[0] < m.log_ns and not stop.is_set():
+                        reach(pending.pop(0))
                     if before_publish is not None:
                         hook(lambda: before_publish(m.log_ns))  # noqa: B023 (called at once)
                     due = self._base + ((m.log_ns - self.start_ns) + loop * span_ns) / 1e9 / rate
-                    while (wait := due - time.monotonic()) > 0:
-                        if stop.wait(min(wait, 0.1)):
-                            break
-                    if stop.is_set():
+                    if not self._wait_until(due, stop):
                         break
                     topic, publisher = self.publishers[m.topic]
                     with self._clock_lock:
@@ -396,14 +451,25 @@ class Player:
                     stats.per_topic[topic] = stats.per_topic.get(topic, 0) + len(outgoing)
                     if after_publish is not None:
                         hook(lambda: after_publish(m.topic, m.log_ns, m.data))  # noqa: B023
+                while loop == 0 and pending and not stop.is_set():  # marks after the last message
+                    reach(pending.pop(0))
                 loop += 1
         finally:
             stats.wall_s = time.monotonic() - begin
             with self._clock_lock:
                 self._running = False
+                self._hold_ns = None
         if not stop.is_set():
             stats.unacknowledged = self.drain(self.options.drain_s)
         return stats
+
+    @staticmethod
+    def _wait_until(due: float, stop: threading.Event) -> bool:
+        """Sleep until the monotonic time `due`; False when `stop` was set meanwhile."""
+        while (wait := due - time.monotonic()) > 0:
+            if stop.wait(min(wait, 0.1)):
+                return False
+        return not stop.is_set()
 
     def _outgoing(self, topic: str, data: bytes) -> list[Any]:
         """What one recorded message becomes on the wire: its own bytes, or the frames decoded from video."""
@@ -433,6 +499,8 @@ class Player:
         if not self._running or self._paused:
             return self._last_ns
         now = self.start_ns + round((time.monotonic() - self._base) * 1e9 * self.options.rate) - self._loop_ns
+        if self._hold_ns is not None:  # the clock thread's tick must not pass a mark before it is handled
+            now = min(now, self._hold_ns)
         return min(max(self._last_ns, now), self.end_ns)
 
     def wait_acked(self, timeout_s: float) -> list[str]:
@@ -464,6 +532,21 @@ class Player:
             with contextlib.suppress(Exception):  # the context is gone already: nothing left to release
                 self.node.destroy_publisher(publisher)
         self.publishers = {}
+
+
+def topic_name_problem(name: str) -> str:
+    """Why ROS 2 would refuse `name` as a topic name ("" when it takes it): a recording made by another tool
+    (ROS 1, a bridge) may name a topic `/cam-1/image`, which rclpy refuses with an exception."""
+    from rclpy.exceptions import NameValidationException
+    from rclpy.validate_full_topic_name import validate_full_topic_name
+    from rclpy.validate_topic_name import validate_topic_name
+
+    try:
+        (validate_full_topic_name if name.startswith("/") else validate_topic_name)(name)
+    except NameValidationException as exc:
+        reason = str(exc).splitlines()[0].removeprefix("Invalid topic name: ")
+        return f"{name[:120]!r} is not a valid ROS 2 topic name ({reason}); --remap it to one"
+    return ""
 
 
 def _importable(msgtype: str) -> bool:

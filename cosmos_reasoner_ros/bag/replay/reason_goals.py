@@ -22,6 +22,9 @@ class PendingGoal:
     result: Any = None
     error: str = ""
     done: threading.Event = field(default_factory=threading.Event)
+    # The node has cut the goal's clip (its feedback reached the stage after "capturing") or finished it:
+    # the trigger's stamp and its clip's window are taken.
+    captured: threading.Event = field(default_factory=threading.Event)
 
 
 class ReasonGoals:
@@ -35,25 +38,36 @@ class ReasonGoals:
         self._on_done = on_done
         self._lock = threading.Lock()
 
-    def send(self, spec: TaskSpec, trigger_s: float) -> None:
+    def send(self, spec: TaskSpec, trigger_s: float) -> PendingGoal:
         from cosmos_reasoner_ros.action import Reason
 
         self.gate.acquire(self.timeout_s)  # blocks the player (its clock stands still) at the run's bound
         pending = PendingGoal(spec, trigger_s)
         with self._lock:
             self.items.append(pending)
+
+        def on_feedback(message: Any) -> None:
+            if message.feedback.stage >= 1:  # STAGES[1]: encoding, after the window was cut
+                pending.captured.set()
+
         future = self.client.send_goal_async(
-            Reason.Goal(task=spec.task, instruction=spec.instruction, step=spec.step)
+            Reason.Goal(task=spec.task, instruction=spec.instruction, step=spec.step),
+            feedback_callback=on_feedback,
         )
 
         def on_goal(f: Any) -> None:
-            handle = f.result()
+            try:
+                handle = f.result()
+            except BaseException:
+                pending.captured.set()
+                raise
             if handle is None or not handle.accepted:
                 self._finish(pending, None, "goal rejected")
                 return
             handle.get_result_async().add_done_callback(lambda r: self._on_result(pending, r.result()))
 
         future.add_done_callback(on_goal)
+        return pending
 
     def _on_result(self, pending: PendingGoal, response: Any) -> None:
         result = response.result.result
@@ -69,8 +83,15 @@ class ReasonGoals:
             return
         pending.result, pending.error = result, error
         pending.done.set()
+        pending.captured.set()
         self.gate.release()
         self._on_done()
+
+    def wait_captured(self, items: list[PendingGoal], timeout_s: float) -> bool:
+        """Until the node has stamped each goal and cut its clip (or ended it): with the playback clock paused
+        meanwhile, at the bag time the clock shows."""
+        deadline = time.monotonic() + timeout_s
+        return all(p.captured.wait(max(0.0, deadline - time.monotonic())) for p in items)
 
     def wait_all(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

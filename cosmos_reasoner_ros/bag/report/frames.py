@@ -18,7 +18,7 @@ from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.errors import FrameError
 from cosmos_reasoner_ros.geometry import Trajectory, ns_from_sec_nanosec
 
-__all__ = ["FrameIndex", "annotated_frame", "difference_frame", "save_image"]
+__all__ = ["FrameIndex", "annotated_frame", "difference_frame", "handoff_trajectory", "save_image"]
 
 
 class FrameIndex:
@@ -129,13 +129,37 @@ def _caption(record: ResultRecord) -> str:
 
 def annotated_frame(record: ResultRecord, frame: np.ndarray) -> np.ndarray:
     """The frame with the record's trajectories and boxes (drawn from their 0-1000 values, so the frame's size
-    need not match the one the node sent), or the answer's first line as a caption."""
+    need not match the one the node sent), or the answer's first line as a caption; with the Nav2 handoff, the
+    path it would have sent, labelled with its decision."""
     from cosmos_reasoner_ros.geometry import annotate
 
     trajectories = [t.trajectory for t in record.trajectories]
+    handoff = handoff_trajectory(record)
+    if handoff is not None:
+        trajectories.append(handoff)
     boxes = [b.box for b in record.boxes]
     caption = "" if trajectories or boxes else _caption(record)
+    if record.handoff is not None and not trajectories:
+        caption = f"{caption} [handoff {record.handoff.decision}]"
     return annotate(frame, trajectories, boxes, caption=caption)
+
+
+def handoff_trajectory(record: ResultRecord) -> Trajectory | None:
+    """The handoff's path as seen in the answer's image (its poses, every path_spacing_m), in 0-1000 so that
+    it is drawn on frames of any size; labelled "handoff <decision>" (and the gate that refused it)."""
+    from cosmos_reasoner_ros.geometry import Point2D, pixel_to_norm
+
+    handoff = record.handoff
+    sized = next((t for t in record.trajectories if t.width > 0 and t.height > 0), None)
+    if handoff is None or not handoff.path_px or sized is None:
+        return None
+    gate = handoff.failed_gate
+    label = f"handoff {handoff.decision}" + (f" ({gate.name})" if gate is not None else "")
+    points = tuple(
+        Point2D(label, pixel_to_norm(u, sized.width), pixel_to_norm(v, sized.height))
+        for u, v in handoff.path_px
+    )
+    return Trajectory(label, points)
 
 
 def _relabel(t: Trajectory, prefix: str) -> Trajectory:

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from cosmos_reasoner_ros.bag.records import ResultRecord, load_records, write_records
+from cosmos_reasoner_ros.bag.safe_paths import printable
 
 __all__ = [
     "BagRow",
@@ -104,7 +105,7 @@ def write_plots(records: Sequence[ResultRecord], out_dir: Path) -> tuple[Path, .
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(printable(str(value)), quote=True)
 
 
 def _src(relative: str) -> str:
@@ -122,6 +123,30 @@ def _items(record: ResultRecord) -> str:
     for s in record.segments:
         rows.append(f"<li>{_e(s.start_s)}-{_e(s.end_s)} s: {_e(s.caption)}</li>")
     return f"<ul class='items'>{''.join(rows)}</ul>" if rows else ""
+
+
+def _handoff(record: ResultRecord) -> str:
+    """The Nav2 handoff's decision (dry in a replay) and every gate's verdict, as a table."""
+    h = record.handoff
+    if h is None:
+        return ""
+    rows = "".join(
+        f"<tr class='{'pass' if g.passed else 'fail'}'><td>{_e(g.name)}</td>"
+        f"<td>{'pass' if g.passed else 'FAIL'}</td><td>{g.value:.3g}</td><td>{g.limit:.3g}</td>"
+        f"<td>{_e(g.detail)}</td></tr>"
+        for g in h.gates
+    )
+    path = (
+        f" · {_e(h.source)} path of {h.length_m:.2f} m ({len(h.path)} poses) in {_e(h.frame_id)}"
+        if h.path
+        else ""
+    )
+    return (
+        f"<details class='handoff' open><summary>handoff: <b>{_e(h.decision)}</b>"
+        f"{' (dry run)' if h.dry_run else ''}{path}</summary><p>{_e(h.reason)}</p>"
+        "<table><tr><th>gate</th><th></th><th>value</th><th>limit</th><th>detail</th></tr>"
+        f"{rows}</table></details>"
+    )
 
 
 def _card(n: int, r: ResultRecord, extra: str = "") -> str:
@@ -148,6 +173,7 @@ def _card(n: int, r: ResultRecord, extra: str = "") -> str:
 {r.prompt_tokens}+{r.completion_tokens} tokens · {_e(r.finish_reason)} · {_e(r.model)}</p>
 <pre class='answer'>{_e(r.answer)}</pre>
 {_items(r)}
+{_handoff(r)}
 {reasoning}
 {extra}
 </div>

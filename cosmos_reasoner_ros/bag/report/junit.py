@@ -18,9 +18,10 @@ __all__ = ["JUnitSuite", "junit_xml", "write_junit"]
 @dataclass(frozen=True)
 class JUnitSuite:
     name: str  # the run: a report name, a scenario, a scenario's sweep value
-    verdict: Verdict
+    verdict: Verdict | None  # None: the run could not be judged (`error` says why)
     seconds: float = 0.0  # wall time of the run
     properties: tuple[tuple[str, str], ...] = ()
+    error: str = ""  # why the run stopped before it could be judged (a bad sweep value, a damaged bag)
 
 
 def _time(seconds: float) -> str:
@@ -28,8 +29,12 @@ def _time(seconds: float) -> str:
 
 
 def _clean(text: str) -> str:
-    # XML 1.0 cannot carry most control characters (random models emit them); keep tabs and newlines.
-    return "".join(ch if ch in "\t\n\r" or ord(ch) >= 0x20 else "\ufffd" for ch in text)
+    # XML 1.0 cannot carry most control characters (random models emit them) nor lone surrogates (a file
+    # name's bytes that are not UTF-8); keep tabs and newlines.
+    return "".join(
+        ch if (ch in "\t\n\r" or ord(ch) >= 0x20) and not 0xD800 <= ord(ch) <= 0xDFFF else "\ufffd"
+        for ch in text
+    )
 
 
 def _failure(case: ET.Element, failed: Sequence[Check]) -> None:
@@ -49,11 +54,18 @@ def _request_case(suite: ET.Element, run: str, r: RequestVerdict) -> bool:
     _failure(case, failed)
     if r.current is None:
         ET.SubElement(case, "skipped", message="in the baseline only: no request of this run matched it")
+    elif not failed and not r.current.answered:
+        # A request that ended without an answer (no_frames, timeout, busy, ...) is no pass, even where the
+        # tolerances allow some of them: it counts in its task's success rate (an aggregate case).
+        reason = f"no answer: {r.current.outcome}: {r.current.error}"[:500]
+        ET.SubElement(case, "skipped", message=_clean(reason))
     lines = [f"outcome: {r.current.outcome if r.current else '-'}"]
     if r.baseline is not None:
         lines.append(f"baseline outcome: {r.baseline.outcome}")
     lines += [f"{k}: {v:.4g}" for k, v in sorted(r.metrics.items())]
     lines += [c.describe() for c in r.checks if c.passed] + list(r.notes)
+    if r.current is not None:
+        lines += list(r.current.notes) + list(r.current.bag_notes)
     if r.current is not None:
         lines.append(f"answer: {r.current.answer if r.current.success else r.current.error}")
     ET.SubElement(case, "system-out").text = _clean("\n".join(lines))
@@ -63,8 +75,15 @@ def _request_case(suite: ET.Element, run: str, r: RequestVerdict) -> bool:
 def junit_xml(suites: Sequence[JUnitSuite], name: str = "cosmos-reasoner-bag") -> ET.ElementTree:  # type: ignore[type-arg]
     root = ET.Element("testsuites", name=name)
     totals = [0, 0, 0.0]
+    errors = 0
     for s in suites:
         suite = ET.SubElement(root, "testsuite", name=_clean(s.name))
+        if s.verdict is None:
+            _error_suite(suite, s)
+            errors += 1
+            totals[0] += 1
+            totals[2] += s.seconds
+            continue
         stats = s.verdict.stats  # the figures stdout, verdict.json and the HTML give (one percentile rule)
         figures = (
             ("latency_p50_s", f"{stats.latency_p50_s:.3f}"),
@@ -78,7 +97,7 @@ def junit_xml(suites: Sequence[JUnitSuite], name: str = "cosmos-reasoner-bag") -
         failures = skipped = 0
         for r in s.verdict.requests:
             failures += _request_case(suite, s.name, r)
-            skipped += r.current is None
+        skipped = sum(c.find("skipped") is not None for c in suite.findall("testcase"))
         for check in s.verdict.aggregate:
             case = ET.SubElement(
                 suite, "testcase", classname=f"{_clean(s.name)}.aggregate", name=check.name, time="0.000"
@@ -99,9 +118,22 @@ def junit_xml(suites: Sequence[JUnitSuite], name: str = "cosmos-reasoner-bag") -
         totals[2] += s.seconds
     root.set("tests", str(int(totals[0])))
     root.set("failures", str(int(totals[1])))
-    root.set("errors", "0")
+    root.set("errors", str(errors))
     root.set("time", _time(totals[2]))
     return ET.ElementTree(root)
+
+
+def _error_suite(suite: ET.Element, s: JUnitSuite) -> None:
+    """A run that stopped before it could be judged: one test case in error, saying why."""
+    ET.SubElement(suite, "properties")
+    case = ET.SubElement(suite, "testcase", classname=_clean(s.name), name="run", time=_time(s.seconds))
+    error = ET.SubElement(case, "error", type="not run", message=_clean(s.error[:500]))
+    error.text = _clean(s.error)
+    for key, value in (("tests", "1"), ("failures", "0"), ("errors", "1"), ("skipped", "0")):
+        suite.set(key, value)
+    suite.set("time", _time(s.seconds))
+    suite.set("timestamp", time.strftime("%Y-%m-%dT%H:%M:%S"))
+    suite.set("hostname", socket.gethostname())
 
 
 def write_junit(path: Path, suites: Sequence[JUnitSuite]) -> Path:

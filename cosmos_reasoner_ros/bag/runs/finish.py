@@ -16,7 +16,9 @@ from cosmos_reasoner_ros.bag.records import ResultRecord, write_records
 from cosmos_reasoner_ros.bag.report.comparison import comparison_plots, comparison_section, verdict_section
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex, annotated_frame, difference_frame, save_image
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles, bag_table, write_report
-from cosmos_reasoner_ros.bag.safe_paths import safe_name
+from cosmos_reasoner_ros.bag.runs.scoring import RunScoring, ScoredRun, score_lines
+from cosmos_reasoner_ros.bag.safe_paths import printable, safe_name
+from cosmos_reasoner_ros.bag.scores import GroundOf
 
 __all__ = ["RunResult", "finish_run", "summary_lines"]
 
@@ -27,6 +29,7 @@ class RunResult:
     verdict: Verdict
     files: ReportFiles
     out: Path
+    scored: ScoredRun | None = None  # with labels: the scores (their thresholds are in the verdict)
 
 
 def _frame_source(frames: Mapping[str, FrameIndex], record: ResultRecord) -> FrameIndex | None:
@@ -57,14 +60,16 @@ def _verdict_json(verdict: Verdict, baseline: str) -> dict[str, object]:
         "passed": verdict.passed,
         "baseline": baseline,
         "latency_gate": verdict.latency_gate,
+        "reasons": verdict.reasons,
         "requests": [
             {
                 "name": r.name,
                 "request_id": r.current.request_id if r.current else "",
                 "passed": r.passed,
+                "outcome": r.current.outcome if r.current else "",
                 "metrics": r.metrics,
                 "checks": [check(c) for c in r.checks],
-                "notes": list(r.notes),
+                "notes": list(r.notes) + (list(r.current.notes) if r.current else []),
             }
             for r in verdict.requests
         ],
@@ -84,11 +89,18 @@ def finish_run(
     image_format: str = "jpg",
     title: str = "",
     bag_rows: Sequence[BagRow] = (),
+    scoring: RunScoring | None = None,
+    ground: GroundOf | None = None,
 ) -> RunResult:
-    """frames: each bag's frames by the records' bag label (one entry serves records without a label)."""
+    """frames: each bag's frames by the records' bag label (one entry serves records without a label).
+    scoring: labels to score the records against (scores.json; thresholds join the aggregate checks).
+    ground: where the rehearsed handoff's paths lie, to score them on the ground too (handoff_ground)."""
     out.mkdir(parents=True, exist_ok=True)
     done = _annotate(records, out, frames, image_format)
     verdict = judge(done, tolerances, baseline)
+    scored = scoring.apply(done, out, frames, image_format, ground=ground) if scoring is not None else None
+    if scored is not None:
+        verdict = replace(verdict, aggregate=(*verdict.aggregate, *scored.checks))
     differences: dict[int, str] = {}
     for i, r in enumerate(verdict.requests):
         if r.differs and r.current is not None and r.baseline is not None:
@@ -107,6 +119,9 @@ def finish_run(
     has_checks = any(r.checks for r in verdict.requests) or bool(verdict.aggregate)
     if has_checks or baseline is not None:
         sections.append(verdict_section(verdict, baseline_name))
+    if verdict.notes:
+        items = "".join(f"<li>{html.escape(printable(n))}</li>" for n in verdict.notes)
+        sections.append(f"<h2>What the recordings and clips lost</h2><ul class='lost'>{items}</ul>")
     if bag_rows and (len(bag_rows) > 1 or any(r.bag for r in done)):
         failed_by_bag: dict[str, int] = {}
         for r in verdict.requests:
@@ -115,6 +130,8 @@ def finish_run(
             )
         rows = [replace(row, failed_checks=failed_by_bag.get(row.bag, 0)) for row in bag_rows]
         sections.append(bag_table(done, rows))
+    if scored is not None:
+        sections.append(scored.section)
     if baseline is not None:  # its plots go inside the comparison section, not beside the run's own
         compare_plots = comparison_plots(verdict, out / "plots")
         sections.append(
@@ -127,17 +144,20 @@ def finish_run(
             continue
         failed = [c.describe() for c in r.checks if not c.passed]
         parts = [f"<p class='err'>exceeded: {html.escape('; '.join(failed))}</p>"] if failed else []
+        parts += [f"<p class='err'>{html.escape(printable(n))}</p>" for n in r.current.notes]
         if i in differences:
             parts.append(f"<p><a href='#cmp{i + 1}'>differs from the baseline</a></p>")
         card_extras[position[id(r.current)]] = "".join(parts)
+    for n, extra in (scored.card_extras if scored is not None else {}).items():
+        card_extras[n] = card_extras.get(n, "") + extra
     files = write_report(
         done,
         out,
-        title or f"Cosmos Reasoner evaluation ({len(done)} requests)",
+        printable(title) or f"Cosmos Reasoner evaluation ({len(done)} requests)",
         sections=sections,
         card_extras=card_extras,
     )
-    return RunResult(tuple(done), verdict, files, out)
+    return RunResult(tuple(done), verdict, files, out, scored)
 
 
 def summary_lines(result: RunResult, name: str = "", limit: int = 10) -> list[str]:
@@ -158,11 +178,18 @@ def summary_lines(result: RunResult, name: str = "", limit: int = 10) -> list[st
         )
     if v.latency_gate:
         lines.append(f"latency gate: {v.latency_gate}")
+    if result.scored is not None:
+        lines += score_lines(result.scored)
     failed = v.failed_checks
     lines.append("PASS" if v.passed else f"FAIL: {len(failed)} tolerance(s) exceeded")
     for where_, check in failed[:limit]:
         lines.append(f"  {where_}: {check.describe()}")
     if len(failed) > limit:
         lines.append(f"  ... and {len(failed) - limit} more (see {result.out / 'verdict.json'})")
+    notes = v.notes
+    for note in notes[:limit]:
+        lines.append(f"  lost: {note}")
+    if len(notes) > limit:
+        lines.append(f"  ... and {len(notes) - limit} more losses (see {result.out / 'verdict.json'})")
     lines.append(f"report: {result.files.index}")
     return lines

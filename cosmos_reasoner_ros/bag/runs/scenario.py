@@ -11,17 +11,20 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
-import yaml
-
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.bag.replay.node_process import check_params_file
+from cosmos_reasoner_ros.bag.labels import LabelSet
+from cosmos_reasoner_ros.bag.replay.node_process import check_params_file, parameter_problem
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths, server_url_problem
-from cosmos_reasoner_ros.bag.safe_paths import safe_name
+from cosmos_reasoner_ros.bag.runs.scenario_scoring import scenario_labels, scenario_min_scores
+from cosmos_reasoner_ros.bag.runs.scoring import RunScoring
+from cosmos_reasoner_ros.bag.safe_paths import printable, safe_name
+from cosmos_reasoner_ros.bag.scores import MinScore
+from cosmos_reasoner_ros.bag.yaml_files import load_yaml
 
-__all__ = ["Scenario", "Variant", "load_scenario", "scenario_files"]
+__all__ = ["Scenario", "Variant", "inside_suite", "load_scenario", "scenario_files"]
 
 _KEYS = {
     "name",
@@ -41,6 +44,8 @@ _KEYS = {
     "tolerances",
     "baseline",
     "sweep",
+    "labels",
+    "min_scores",
 }
 _GOAL_KEYS = {"task", "instruction", "step", "at", "every"}
 
@@ -79,6 +84,20 @@ class Scenario:
     baseline: Path | None = None
     sweep_parameter: str = ""
     sweep_values: tuple[Any, ...] = ()
+    labels: tuple[LabelSet, ...] = ()  # one labels file per bag (labels:)
+    min_scores: tuple[MinScore, ...] = ()
+
+    def scoring(self, base: RunScoring | None) -> RunScoring | None:
+        """This scenario's scoring: its labels and thresholds with the command line's (base) options."""
+        if not self.labels and not self.min_scores:
+            return base if base is not None and base.min_scores else None
+        from dataclasses import replace
+
+        base = base if base is not None else RunScoring(())
+        sources = tuple(s.source for s in self.labels)
+        return replace(
+            base, labels=self.labels, min_scores=(*self.min_scores, *base.min_scores), sources=sources
+        )
 
     @property
     def folder(self) -> str:
@@ -176,27 +195,51 @@ def _topics(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
 _PARAMETER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-def load_scenario(path: Path) -> Scenario:
-    """A scenario file; relative paths in it are relative to the file. Raises BagError naming the problem."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise BagError(f"cannot read scenario {path}: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise BagError(f"scenario {path} must be a mapping")
-    where = str(path)
-    unknown = set(data) - _KEYS
-    if unknown:
+# Node parameters that name a file the node reads (a scenario's value is confined to the suite's folder),
+# and those the run sets itself (a scenario cannot move where the node writes).
+_PATH_PARAMETERS = ("tasks_file",)
+_RUN_PARAMETERS = ("media_dir", "use_sim_time")
+
+
+def inside_suite(value: Any, key: str, suite: Path, where: str) -> Path:
+    """A path a scenario names, inside the suite's folder (the scenario file's folder): relative, without
+    `..`; a symbolic link the suite's folder holds is followed (that is how a suite reaches a bag store)."""
+    if not isinstance(value, str) or not value:
+        raise BagError(f"{where}: {key} must be a path")
+    path = PurePath(value)
+    if path.is_absolute() or value.startswith("~") or ".." in path.parts:
         raise BagError(
-            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KEYS))}"
+            f"{where}: {key} must name a path inside the suite's folder {printable(str(suite))} (relative, "
+            "without '..'); a symbolic link in that folder may lead to bags kept elsewhere"
         )
+    return suite / path
+
+
+def load_scenario(path: Path) -> Scenario:
+    """A scenario file; the paths it names lie inside its folder (the suite's). Raises BagError naming the
+    problem, never quoting a file's content."""
+    data = load_yaml(path, "scenario")
+    where = printable(str(path))
+    if not isinstance(data, Mapping):
+        raise BagError(f"scenario {where} must be a mapping")
+    unknown = {str(k) for k in data} - _KEYS
+    if unknown:
+        listed = ", ".join(sorted(printable(k)[:40] for k in unknown)[:10])
+        raise BagError(f"{where}: unknown key(s) {listed}; known: {', '.join(sorted(_KEYS))}")
     here = path.parent
 
     def rel(value: Any, key: str) -> Path:
-        if not isinstance(value, str) or not value:
-            raise BagError(f"{where}: {key} must be a path")
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else here / p
+        return inside_suite(value, key, here, where)
+
+    def node_value(name: str, value: Any, what: str) -> Any:
+        """A node parameter's value as the node gets it: checked, a file it names inside the suite."""
+        if name in _RUN_PARAMETERS:
+            raise BagError(f"{where}: {what}: {name} is set by the run (--media-dir, the bag's clock)")
+        if problem := parameter_problem(name, value):
+            raise BagError(f"{where}: {what}: {problem}")
+        if name in _PATH_PARAMETERS and value:
+            return str(rel(value, f"{what} ({name})").absolute())
+        return value
 
     bags_value = data.get("bags")
     bags_list = [bags_value] if isinstance(bags_value, str) else bags_value
@@ -213,7 +256,7 @@ def load_scenario(path: Path) -> Scenario:
     for key in params_value:
         if not _PARAMETER.match(str(key)):
             raise BagError(f"{where}: params: {str(key)[:80]!r} is not a ROS parameter name")
-    params = tuple(_param(str(k), v) for k, v in params_value.items())
+    params = tuple(_param(str(k), node_value(str(k), v, f"params.{k}")) for k, v in params_value.items())
     if problem := server_url_problem(params_value.get("server_url"), f"{where}: params: server_url"):
         raise BagError(problem)
     tolerances = data.get("tolerances") or {}
@@ -230,7 +273,7 @@ def load_scenario(path: Path) -> Scenario:
             raise BagError(f"{where}: sweep.parameter {parameter[:80]!r} is not a ROS parameter name")
         if not isinstance(sweep["values"], list) or not sweep["values"]:
             raise BagError(f"{where}: sweep.values must be a non-empty list")
-        values = tuple(sweep["values"])
+        values = tuple(node_value(parameter, v, f"sweep.values[{i}]") for i, v in enumerate(sweep["values"]))
         if len({_value_text(v) for v in values}) != len(values):
             raise BagError(f"{where}: sweep.values must be distinct")
         if parameter == "server_url":
@@ -249,13 +292,15 @@ def load_scenario(path: Path) -> Scenario:
     rate = _number(data.get("rate", 1.0), f"{where}: rate")
     if rate <= 0:
         raise BagError(f"{where}: rate must be > 0")
-    name = str(data.get("name") or path.stem)
+    name = printable(str(data.get("name") or path.stem))
     if not name.strip():
         raise BagError(f"{where}: name must not be empty")
     cameras = _topics(data, "camera_topics", where) or _topics(data, "image_topic", where)
     params_file = rel(data["params_file"], "params_file") if data.get("params_file") else None
     if params_file is not None:
         check_params_file(params_file)  # every scenario's, before the first one runs
+    labels = scenario_labels(data.get("labels"), bags, rel, where)
+    min_scores = scenario_min_scores(data.get("min_scores"), where)
     return Scenario(
         name=name,
         path=path,
@@ -275,6 +320,8 @@ def load_scenario(path: Path) -> Scenario:
         baseline=rel(data["baseline"], "baseline") if data.get("baseline") else None,
         sweep_parameter=parameter,
         sweep_values=values,
+        labels=labels,
+        min_scores=min_scores,
     )
 
 

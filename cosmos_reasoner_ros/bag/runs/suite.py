@@ -9,18 +9,21 @@ from contextlib import ExitStack, closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
 from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances, load_tolerances
 from cosmos_reasoner_ros.bag.records import ResultRecord, load_records, results_file
 from cosmos_reasoner_ros.bag.replay.evaluate import evaluate_bags, read_recorded
-from cosmos_reasoner_ros.bag.replay.node_process import NodeStarter
+from cosmos_reasoner_ros.bag.replay.node_process import NodeStarter, handoff_settings
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, bag_label
 from cosmos_reasoner_ros.bag.report.comparison import SweepColumn, sweep_page
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles
 from cosmos_reasoner_ros.bag.runs.finish import RunResult, finish_run
+from cosmos_reasoner_ros.bag.runs.handoff_ground import BagCameras, handoff_ground
 from cosmos_reasoner_ros.bag.runs.scenario import Scenario
-from cosmos_reasoner_ros.bag.safe_paths import child
+from cosmos_reasoner_ros.bag.runs.scoring import RunScoring
+from cosmos_reasoner_ros.bag.safe_paths import child, printable
+from cosmos_reasoner_ros.errors import ReasonerError
 
 __all__ = ["SuiteRun", "check_baseline", "run_bags", "run_scenario"]
 
@@ -91,11 +94,15 @@ def run_bags(
     title: str = "",
     start_node: NodeStarter | None = None,
     name: str = "",
+    scoring: RunScoring | None = None,
 ) -> SuiteRun:
-    """Replay the bags, judge the records (against the baseline's when given) and write the report."""
+    """Replay the bags, judge the records (against the baseline's when given), score them against labels
+    (when given) and write the report."""
     tolerances = tolerances or load_tolerances()
     base_records, base_name = _baseline(baseline)  # read before anything runs: a wrong path fails at once
     labels = [bag_label(b) for b in bags]
+    if scoring is not None:
+        scoring.check_bags(labels)
     tasks = {(g.spec.task, g.spec.instruction, g.spec.step) for g in options.goal_list()}
     if base_records is not None:
         base_records = check_baseline(base_records, labels, tasks)
@@ -111,6 +118,7 @@ def run_bags(
             index = FrameIndex(info.path, info.cameras[0] if info.cameras else "", info.first_ns)
             frames[info.bag] = stack.enter_context(closing(index))
         rows = [BagRow(i.bag or i.path.name, i.wall_s) for i in infos]
+        cameras = {i.bag: BagCameras(frames[i.bag].reader, i.cameras, i.infos) for i in infos}
         result = finish_run(
             records,
             out,
@@ -121,6 +129,8 @@ def run_bags(
             options.image_format,
             title,
             rows if len(bags) > 1 else (),
+            scoring,
+            handoff_ground(handoff_settings(options), cameras),
         )
     return SuiteRun(name or out.name, result, seconds, base_name)
 
@@ -146,26 +156,37 @@ def run_scenario(
     base: EvalOptions,
     baseline_root: Path | None = None,
     tolerances_file: Path | None = None,
+    done: list[SuiteRun] | None = None,
+    scoring: RunScoring | None = None,
 ) -> list[SuiteRun]:
     """Every variant of the scenario (one without a sweep) into <out_root>/<name>[/<parameter>=<value>];
-    with a sweep, <out_root>/<name>/index.html shows the variants side by side."""
+    with a sweep, <out_root>/<name>/index.html shows the variants side by side, and with labels
+    leaderboard.html / .json / .md rank them. Each finished run is also appended to `done` at once; a
+    variant that stops with an error raises RunFailed naming it. scoring: the command line's thresholds,
+    bootstrap and judge (the scenario's own labels and min_scores join them)."""
     tolerances = load_tolerances(tolerances_file, scenario.tolerances)
-    runs = []
+    scoring = scenario.scoring(scoring)
+    runs: list[SuiteRun] = []
     folder = child(out_root, scenario.name)
     for variant in scenario.variants():
         out = child(folder, variant.name) if variant.name else folder
         name = f"{scenario.name}[{variant.name}]" if variant.name else scenario.name
-        runs.append(
-            run_bags(
+        try:
+            run = run_bags(
                 scenario.bags,
                 out,
                 scenario.options(variant, base),
                 tolerances,
                 _variant_baseline(scenario, variant.name, baseline_root),
-                title=f"{name} ({scenario.path.name})",
+                title=f"{name} ({printable(scenario.path.name)})",
                 name=name,
+                scoring=scoring,
             )
-        )
+        except (BagError, ReasonerError, ValueError) as exc:
+            raise RunFailed(name, f"{name}: {exc}") from None
+        runs.append(run)
+        if done is not None:
+            done.append(run)
     if scenario.sweep_parameter:
         columns = [
             SweepColumn(v.value, v.folder, run.result.verdict)
@@ -174,7 +195,24 @@ def run_scenario(
         sweep_page(
             folder, f"{scenario.name}: sweep of {scenario.sweep_parameter}", scenario.sweep_parameter, columns
         )
+        if scoring is not None and scoring.labels:
+            _sweep_leaderboard(scenario, folder, runs, scoring)
     return runs
+
+
+def _sweep_leaderboard(
+    scenario: Scenario, folder: Path, runs: Sequence[SuiteRun], scoring: RunScoring
+) -> None:
+    """leaderboard.json / .html / .md of a sweep's runs in the scenario's folder, a row per value."""
+    from cosmos_reasoner_ros.bag.leaderboard import Leaderboard, RunScores, write_leaderboard
+
+    rows = [
+        RunScores(v.folder, run.result.scored.scores.tasks, f"{v.folder}/index.html")
+        for v, run in zip(scenario.variants(), runs, strict=True)
+        if run.result.scored is not None
+    ]
+    title = f"{scenario.name}: leaderboard of {scenario.sweep_parameter}"
+    write_leaderboard(Leaderboard.of(rows), folder, title, scoring.options.confidence)
 
 
 def evaluate_recorded(

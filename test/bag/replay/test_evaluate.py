@@ -5,6 +5,7 @@ from recorded results; bad input exits with 2."""
 from __future__ import annotations
 
 import json
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,8 @@ def test_live_evaluation_against_the_scripted_server(robot_bag: Path, tmp_path: 
         assert not r["success"] and r["error_kind"] == "rejected" and "scripted rejection" in r["error"]
     # On the bag's clock (use_sim_time), each request is taken at or after its goal's bag time, and its clip
     # ends at a frame the node had by then, never one from its future. How late goals and frames reached
-    # the node depends on the machine; lock-step replay pins the window exactly (test_bag_regression.py).
+    # the node depends on the machine; lock-step replay pins the window exactly
+    # (test/bag/runs/test_regression.py).
     for r in records:
         trigger_ns = r["trigger_stamp_ns"]
         assert trigger_ns >= OLD_START + r["trigger_s"] * 1e9 - 0.1e9, r  # /clock at 40 Hz: one tick behind
@@ -320,7 +322,7 @@ def test_report_from_recorded_results(
 def test_trigger_times_and_task_specs() -> None:
     assert trigger_times(6.4, 2.0) == [2.0, 4.0, 6.0]
     assert trigger_times(6.4, 0.0, (3.0, 1.0)) == [1.0, 3.0]
-    with pytest.raises(BagError, match="outside the bag"):
+    with pytest.raises(BagError, match=r"outside the recording: 0-6.40 s from its start \(its first message"):
         trigger_times(6.4, 2.0, (7.0,))
     with pytest.raises(BagError):
         trigger_times(6.4, 0.0)
@@ -376,8 +378,44 @@ def test_trigger_outside_the_bag_exits_2(
         main(["evaluate", str(robot_bag), "-o", str(tmp_path / "r"), "--at", "1,100", "--no-progress"]) == 2
     )
     err = capsys.readouterr().err
-    assert "lie outside the bag" in err and "Traceback" not in err
+    assert "lie outside the recording: 0-" in err and "from its start" in err and "Traceback" not in err
     assert not (tmp_path / "r" / "node.log").exists()  # no node was started
+
+
+@pytest.mark.ros
+def test_a_replay_beside_another_node_of_its_name_is_refused_before_any_goal(
+    robot_bag: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], harness_factory: Any
+) -> None:
+    """Another /reasoner_node on the domain (left running, another session's) would accept some goals, whose
+    results never come: the replay stops at once with what it saw, asking nothing of either node."""
+    from support.node_harness import base_params
+
+    with ScriptedServer() as server:
+        harness_factory(base_params(server.base_url, tmp_path / "stale_media"))
+        started = time.monotonic()
+        rc = main(
+            [
+                "evaluate",
+                str(robot_bag),
+                "-o",
+                str(tmp_path / "r"),
+                "--server-url",
+                server.base_url,
+                "--at",
+                "2.0",
+                "--task",
+                "next_action",
+                "--no-progress",
+                "--timeout",
+                "60",
+            ]
+        )
+        took = time.monotonic() - started
+        assert server.requests == []
+    err = capsys.readouterr().err
+    assert rc == 2, err[-3000:]
+    assert "2 servers of /reasoner_node/reason/_action/send_goal on ROS domain" in err, err[-3000:]
+    assert "Traceback" not in err and took < 60
 
 
 @pytest.mark.ros

@@ -3,7 +3,6 @@ matplotlib plots; bad JSONL exits with 2."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -13,6 +12,7 @@ from urllib.parse import unquote
 import cv2
 import numpy as np
 import pytest
+from support.reports import CHROMIUM, chromium_image_widths
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
@@ -27,7 +27,6 @@ from cosmos_reasoner_ros.bag.report.html import (
 from cosmos_reasoner_ros.geometry.shapes import Box2D, Point2D, Trajectory
 from cosmos_reasoner_ros.reasoner.parsing import Segment
 
-CHROMIUM = Path("/usr/bin/chromium")
 EVIL = "<script>alert('x')</script> & \"quoted\""
 
 
@@ -166,39 +165,6 @@ def test_report_cli_and_bad_jsonl(
     assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
     with pytest.raises(BagError):
         load_records(tmp_path / "missing.jsonl")
-
-
-def chromium_image_widths(index: Path, tmp_path: Path) -> list[int]:
-    """Open the page in headless Chromium and read back each image's naturalWidth (0: failed to load)."""
-    probe = index.with_name("probe.html")
-    script = (
-        "<script>window.addEventListener('load', () => { document.body.setAttribute('data-widths', "
-        "Array.from(document.images).map(i => i.complete ? i.naturalWidth : -1).join(',')); });</script>"
-    )
-    probe.write_text(index.read_text().replace("</body>", script + "</body>"))
-    out = subprocess.run(
-        [
-            str(CHROMIUM),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            probe.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    match = re.search(r'data-widths="([^"]*)"', out.stdout)
-    assert match, f"no data-widths in the dumped DOM: {out.stdout[:500]}"
-    return [int(w) for w in match.group(1).split(",")]
 
 
 @pytest.mark.slow

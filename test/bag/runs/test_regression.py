@@ -11,15 +11,15 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from support.bags import read_topics, topic_counts
+from support.reports import CHROMIUM, chromium_image_widths, validate
 from support.scripted_server import ScriptedReply, ScriptedServer
-from test_bag_compare import validate
-from test_bag_report import CHROMIUM, chromium_image_widths
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
@@ -256,16 +256,17 @@ def test_several_bags_with_requests_in_flight_a_baseline_and_junit(
 def test_scenario_with_a_sweep(bags: Path, tmp_path: Path) -> None:
     scenario = tmp_path / "suite" / "packing.yaml"
     scenario.parent.mkdir()
+    (scenario.parent / "bags").symlink_to(bags)  # a suite reaches a bag store through a link in its folder
     scenario.write_text(
-        f"""name: packing
-bags: [{bags / "a_raw"}]
-params: {{clip_seconds: 2.0}}
+        """name: packing
+bags: [bags/a_raw]
+params: {clip_seconds: 2.0}
 goals:
-  - {{task: next_action, at: [2.0, 5.0]}}
-  - {{task: trajectory, instruction: pick up the bottle, at: 5.0}}
+  - {task: next_action, at: [2.0, 5.0]}
+  - {task: trajectory, instruction: pick up the bottle, at: 5.0}
 lock_step: true
-tolerances: {{per_request: {{require_success: true}}}}
-sweep: {{parameter: sample_fps, values: [2.0, 4.0]}}
+tolerances: {per_request: {require_success: true}}
+sweep: {parameter: sample_fps, values: [2.0, 4.0]}
 """
     )
     out, junit = tmp_path / "out", tmp_path / "junit.xml"
@@ -320,3 +321,42 @@ sweep: {{parameter: sample_fps, values: [2.0, 4.0]}}
             ]
         )
     assert rc == 1
+
+
+def test_a_run_that_stops_is_reported_beside_the_runs_before_it(
+    bags: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The second sweep value passes the checks made before anything runs (a known parameter, a number), and
+    # the node refuses it at its start (clip_seconds above buffer_seconds). Before, the first value's run was
+    # lost: exit 2 and no JUnit file. Now the JUnit file has the first run and the second as an error.
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "bags").symlink_to(bags)
+    (suite / "sweep.yaml").write_text(
+        "name: sweep\nbags: [bags/c_small]\ngoals: [{task: next_action, at: 2.0}]\n"
+        "sweep: {parameter: clip_seconds, values: [2.0, 40.0]}\n"
+    )
+    junit = tmp_path / "junit.xml"
+    with Server(delay_s=0.1) as server:
+        rc = main(
+            [
+                "scenario",
+                str(suite),
+                "-o",
+                str(tmp_path / "out"),
+                "--server-url",
+                server.base_url,
+                "--junit",
+                str(junit),
+                "--no-progress",
+            ]
+        )
+    out, err = capsys.readouterr()
+    assert rc == 2 and "sweep[clip_seconds=40.0]: reasoner_node exited" in err and "Traceback" not in err
+    assert "PASS" in out and f"junit: {junit}" in out  # the first run's summary, then the file
+    validate(junit)
+    suites = ET.parse(junit).getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["sweep[clip_seconds=2.0]", "sweep[clip_seconds=40.0]"]
+    assert (suites[0].get("failures"), suites[0].get("errors")) == ("0", "0")
+    error = suites[1].find("testcase/error")
+    assert error is not None and "clip_seconds" in (error.text or "")

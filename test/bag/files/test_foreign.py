@@ -180,7 +180,7 @@ def test_names_from_input_stay_inside_the_output(tmp_path: Path) -> None:
     scenario = tmp_path / "s.yaml"
     for sweep, problem in (
         ("{parameter: ../x, values: [1]}", "not a ROS parameter name"),
-        ("{parameter: clip_seconds, values: ['a/../../../../tmp/x', b]}", ""),
+        ("{parameter: model, values: ['a/../../../../tmp/x', b]}", ""),
     ):
         scenario.write_text(f"bags: [b]\ngoals: [{{task: x, at: 1}}]\nsweep: {sweep}\n")
         if problem:

@@ -1,19 +1,16 @@
-"""bag.scenario: the shipped example scenario loads (goals, parameters, tolerances, sweep variants); bad
-scenarios name their problem; folders of scenarios and of bags expand in order; the lock-step ingest count
-read from a node's diagnostics values, and the wait for the node's clock to reach the bag's."""
+"""bag.runs.scenario: the shipped example scenario loads (goals, parameters, tolerances, sweep variants); bad
+scenarios name their problem; folders of scenarios and of bags expand in order; a server URL with credentials
+is refused wherever it is set."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
-from cosmos_reasoner_ros.bag.replay.lockstep import IngestWatch, camera_progress
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, Goal, TaskSpec, bag_paths, schedule
 from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
 from cosmos_reasoner_ros.package_files import config_file
@@ -22,7 +19,7 @@ from cosmos_reasoner_ros.package_files import config_file
 def test_the_shipped_example_loads() -> None:
     s = load_scenario(config_file("scenario_example.yaml"))
     assert s.name == "packing_next_action" and s.lock_step and s.in_flight == 0
-    assert s.bags == (config_file("scenario_example.yaml").parent / "../bags/packing",)
+    assert s.bags == (config_file("scenario_example.yaml").parent / "bags/packing",)
     assert s.goals == (
         Goal(TaskSpec("next_action"), (2.0, 4.0, 6.0)),
         Goal(TaskSpec("trajectory", "pick up the bottle"), (4.0,)),
@@ -60,7 +57,10 @@ def test_the_shipped_example_loads() -> None:
         ("bags: [b]\ngoals: [{task: x, at: [-1]}]\n", "must be a number >= 0"),
         ("bags: [b]\ngoals: [{task: x, at: 1, when: 2}]\n", "unknown key"),
         ("bags: [b]\ngoals: [{task: x, at: 1}]\nsweep: {parameter: p}\n", "exactly `parameter` and `values`"),
-        ("bags: [b]\ngoals: [{task: x, at: 1}]\nsweep: {parameter: p, values: [1, 1]}\n", "distinct"),
+        (
+            "bags: [b]\ngoals: [{task: x, at: 1}]\nsweep: {parameter: clip_seconds, values: [1.0, 1.0]}\n",
+            "distinct",
+        ),
         ("bags: [b]\ngoals: [{task: x, at: 1}]\nlock_step: maybe\n", "true or false"),
         ("bags: [b]\ngoals: [{task: x, at: 1}]\nin_flight: -2\n", "in_flight"),
         ("bags: [b]\ngoals: [{task: x, at: 1}]\nrate: 0\n", "rate must be > 0"),
@@ -94,8 +94,9 @@ def test_folders_expand_and_bad_input_exits_2(tmp_path: Path, capsys: pytest.Cap
     with pytest.raises(BagError, match="distinct folder names"):
         bag_paths([bags])
     # Two scenarios of one name: refused before anything runs.
+    (suite / "bags").symlink_to(bags)  # the suite's folder reaches the bags through a link
     for name in ("a.yml", "b.yaml"):
-        (suite / name).write_text(f"name: same\nbags: [{bags / 'two'}]\ngoals: [{{task: x, at: 1}}]\n")
+        (suite / name).write_text("name: same\nbags: [bags/two]\ngoals: [{task: x, at: 1}]\n")
     assert main(["scenario", str(suite), "-o", str(tmp_path / "out")]) == 2
     assert "must be distinct" in capsys.readouterr().err
 
@@ -104,66 +105,6 @@ def _empty(tmp_path: Path) -> Path:
     empty = tmp_path / "empty"
     empty.mkdir(exist_ok=True)
     return empty
-
-
-def test_camera_progress_counts_only_finished_frames() -> None:
-    values = {
-        "topic": "/cam",
-        "frames_received": "10",
-        "frames_buffered": "3",
-        "frames_skipped_by_sampling": "5",
-        "frames_dropped": "1",
-    }
-    assert camera_progress(values) == ("/cam", 9)  # the tenth is still being handled
-    assert camera_progress({**values, "frames_dropped": "2"}) == ("/cam", 10)
-    assert camera_progress({"url": "http://x"}) is None  # the server's status
-
-
-class _DiagnosticsNode:
-    """What IngestWatch uses of a node; the test delivers the diagnostics itself."""
-
-    def __init__(self) -> None:
-        self.callback: Any = None
-
-    def create_subscription(self, msg_type: object, topic: str, callback: Any, qos: object) -> object:
-        self.callback = callback
-        return object()
-
-    def destroy_subscription(self, sub: object) -> None:
-        pass
-
-
-def test_the_first_frame_waits_for_the_nodes_clock_to_reach_the_bag(tmp_path: Path) -> None:
-    # Until the node has taken a /clock sample, its diagnostics are stamped 0 (then frames stamped in 2020
-    # look decades ahead and are refused): the replay waits for a stamp in bag time, however long the node
-    # takes on a busy machine, and fails naming the cause when none comes.
-    from builtin_interfaces.msg import Time
-    from diagnostic_msgs.msg import DiagnosticArray
-    from std_msgs.msg import Header
-
-    bag_start = 1_600_000_000_123_000_000
-    node = _DiagnosticsNode()
-    watch = IngestWatch(node)
-
-    def diagnostics(ns: int) -> DiagnosticArray:
-        return DiagnosticArray(header=Header(stamp=Time(sec=ns // 10**9, nanosec=ns % 10**9)))
-
-    node.callback(diagnostics(0))
-    with pytest.raises(BagError, match=r"clock did not reach the bag's start .* no /diagnostics stamped"):
-        watch.wait_clock(bag_start, 0.3)
-    delivered: list[int] = []
-
-    def deliver() -> None:
-        delivered.append(bag_start)
-        node.callback(diagnostics(bag_start))
-
-    late = threading.Timer(1.0, deliver)
-    late.start()
-    watch.wait_clock(bag_start, 60.0)
-    assert delivered  # it returned on the stamp, not before
-    late.join()
-    watch.wait_clock(bag_start - 1, 0.0)  # already there
-    watch.close()
 
 
 def test_a_server_url_with_credentials_is_refused_before_anything_runs(
@@ -195,12 +136,93 @@ def test_a_server_url_with_credentials_is_refused_before_anything_runs(
     for text in (
         f"params: {{server_url: '{secret}'}}\n",
         f"sweep: {{parameter: server_url, values: ['http://a:8000/v1', '{secret}']}}\n",
-        f"params_file: {params}\n",
+        f"params_file: {params.name}\n",
     ):
         scenario = tmp_path / "s.yaml"
-        scenario.write_text(f"bags: [{bags}]\n{goals}{text}")
+        scenario.write_text(f"bags: [bags/one]\n{goals}{text}")
         with pytest.raises(BagError, match="must not contain credentials") as caught:
             load_scenario(scenario)
         assert "s3cret" not in str(caught.value)
     assert main(["scenario", str(scenario), "-o", str(tmp_path / "sc"), "--server-url", secret]) == 2
     assert "s3cret" not in capsys.readouterr().err
+
+
+def _suite(tmp_path: Path) -> Path:
+    """A suite folder holding one (unreadable) bag at bags/one."""
+    suite = tmp_path / "suite"
+    (suite / "bags" / "one").mkdir(parents=True)
+    (suite / "bags" / "one" / "metadata.yaml").write_text("x")
+    return suite
+
+
+def test_the_paths_a_scenario_names_lie_inside_its_folder(tmp_path: Path) -> None:
+    suite = _suite(tmp_path)
+    secret = tmp_path / "shadow"
+    secret.write_text("root:*:20228:0:99999:7:::\nadmin:$6$s3cret-hash:20228::::::\n")
+    goals = "goals: [{task: x, at: 1}]\n"
+    for key, value in (
+        ("params_file", "../../../../../../../../etc/shadow"),
+        ("params_file", str(secret)),
+        ("params_file", "~/shadow"),
+        ("bags", "[../bags]"),
+        ("baseline", "a/../../out"),
+        ("params", "{tasks_file: ../shadow}"),
+        ("sweep", "{parameter: tasks_file, values: [a.yaml, /etc/passwd]}"),
+    ):
+        scenario = suite / "s.yaml"
+        bags = "" if key == "bags" else "bags: [bags/one]\n"
+        scenario.write_text(f"{bags}{goals}{key}: {value}\n")
+        with pytest.raises(BagError, match="must name a path inside the suite's folder") as caught:
+            load_scenario(scenario)
+        assert "s3cret" not in str(caught.value) and "root:" not in str(caught.value)
+    # A link in the suite's folder is how a suite reaches files elsewhere: followed. The file it leads to is
+    # not node parameters: the error says where, never what the file holds (it echoed the hash before).
+    (suite / "params.yaml").symlink_to(secret)
+    (suite / "s.yaml").write_text(f"bags: [bags/one]\n{goals}params_file: params.yaml\n")
+    with pytest.raises(BagError) as caught:
+        load_scenario(suite / "s.yaml")
+    assert "s3cret" not in str(caught.value) and "root:" not in str(caught.value)
+    secret.write_text("root: x\nadmin: [$6$s3cret-hash\n")  # not YAML: PyYAML's message quotes the line
+    with pytest.raises(BagError, match=r"not valid YAML \(line 3, column 1\)") as caught:
+        load_scenario(suite / "s.yaml")
+    assert "s3cret" not in str(caught.value) and "admin" not in str(caught.value)
+    secret.write_text("admin: $6$s3cret-hash\n")  # YAML, but no ros__parameters block
+    with pytest.raises(BagError, match="entry 1 needs a ros__parameters mapping") as caught:
+        load_scenario(suite / "s.yaml")
+    assert "s3cret" not in str(caught.value) and "admin" not in str(caught.value)
+    # A tasks_file inside the suite becomes an absolute path for the node.
+    (suite / "s.yaml").write_text(f"bags: [bags/one]\n{goals}params: {{tasks_file: tasks.yaml}}\n")
+    assert load_scenario(suite / "s.yaml").params == (f'tasks_file:="{suite.absolute() / "tasks.yaml"}"',)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("params: {clip_secs: 2.0}", "params.clip_secs: clip_secs is not a parameter of reasoner_node"),
+        ("params: {max_pixels: 1.5}", "params.max_pixels: max_pixels must be an integer, got float"),
+        ("params: {media_dir: /tmp/x}", "media_dir is set by the run"),
+        (
+            "sweep: {parameter: sample_fps, values: [2.0, fast]}",
+            "sweep.values[1]: sample_fps must be a number",
+        ),
+        ("sweep: {parameter: sample_fsp, values: [2.0, 4.0]}", "sample_fsp is not a parameter"),
+        ("sweep: {parameter: camera.front.compressed, values: [true, 1]}", "must be true or false, got int"),
+    ],
+)
+def test_node_parameters_are_checked_before_anything_runs(tmp_path: Path, text: str, message: str) -> None:
+    # A bad second sweep value ran the first for 60 s, then exit 2 (and no JUnit file) before.
+    suite = _suite(tmp_path)
+    (suite / "s.yaml").write_text(f"bags: [bags/one]\ngoals: [{{task: x, at: 1}}]\n{text}\n")
+    with pytest.raises(BagError) as caught:
+        load_scenario(suite / "s.yaml")
+    assert message in str(caught.value)
+
+
+def test_evaluate_checks_its_parameters_before_a_bag_is_opened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["evaluate", str(tmp_path / "absent"), "-o", str(out), "-p", "sample_fps:=fast"]) == 2
+    err = capsys.readouterr().err
+    assert "node parameter sample_fps must be a number" in err and "absent" not in err
+    assert not (out / "node.log").exists()

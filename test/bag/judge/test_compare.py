@@ -1,15 +1,17 @@
 """bag.metrics, bag.compare, bag.tolerances, bag.junit: crafted baseline/current results give the expected
 metric for each answer kind, each tolerance passes at its limit and fails past it, aggregate checks (rates,
 percentiles, tokens, unmatched requests), the shipped tolerances file, and JUnit XML valid against the
-junit-10 schema (Jenkins xunit-plugin's, as pytest validates its own; vendored beside this test)."""
+junit-10 schema (support/reports.py)."""
 
 from __future__ import annotations
 
 import math
+import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.reports import SCHEMA, validate
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.judge.compare import RunStats, judge, match_records
@@ -34,7 +36,6 @@ from cosmos_reasoner_ros.bag.report.junit import JUnitSuite, junit_xml, write_ju
 from cosmos_reasoner_ros.geometry.shapes import Box2D, Point2D, Trajectory
 from cosmos_reasoner_ros.reasoner.parsing import Segment
 
-SCHEMA = Path(__file__).with_name("junit-10.xsd")
 W, H = 1000, 500  # camera image: 1 unit of 0-1000 is 1 px in x, 0.5 px in y
 
 
@@ -230,6 +231,7 @@ def test_aggregate_rates_latency_ttft_tokens_and_unmatched() -> None:
     assert set(agg(base, same)) == {
         "successful_requests",
         "success_rate[next_action]",
+        "frames_refused",
         "unmatched_requests",
         "success_rate_vs_baseline",
         "parse_rate_vs_baseline",
@@ -272,6 +274,7 @@ def test_aggregate_rates_latency_ttft_tokens_and_unmatched() -> None:
         "latency_p95": False,
         "successful_requests": True,
         "success_rate[next_action]": False,  # 3 of 4 is below the default 0.8
+        "frames_refused": True,
     }
     off = load_tolerances(overrides={"aggregate": {"latency_p50_ratio_max": None}})
     assert "latency_p50" not in {c.name for c in judge(same, off, base).aggregate}
@@ -341,14 +344,6 @@ def test_records_round_trip_with_typed_answers(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ JUnit
 
 
-def validate(path: Path) -> None:
-    from lxml import etree
-
-    schema = etree.XMLSchema(etree.parse(str(SCHEMA)))
-    doc = etree.parse(str(path))
-    assert schema.validate(doc), schema.error_log
-
-
 def test_junit_is_valid_and_has_a_case_per_request_and_check(tmp_path: Path) -> None:
     base = [rec(1.0, task="trajectory", trajectories=(traj((0, 0), (10, 0)),)), rec(2.0), rec(3.0)]
     cur = [
@@ -380,3 +375,74 @@ def test_junit_is_valid_and_has_a_case_per_request_and_check(tmp_path: Path) -> 
 
     schema = etree.XMLSchema(etree.parse(str(SCHEMA)))
     assert not schema.validate(etree.parse(str(broken)))
+
+
+def test_what_a_recording_lost_reaches_the_verdict(tmp_path: Path) -> None:
+    # A bag with 30 broken JPEGs passed, a clip with 7 of 17 frames was said only in node.log, files without
+    # CRCs only on stderr. Now each is in the records, judged by default (refused frames, short clips) or
+    # reported (unverifiable), and among the verdict's reasons.
+    lost = ("the node refused 30 frame(s) of /cam (undecodable 30)", "unverifiable: a.mcap carry no CRC")
+    cur = [
+        rec(1.0, bag="robot", frames_refused=30, unverifiable=("a.mcap",), bag_notes=lost),
+        rec(
+            2.0,
+            bag="robot",
+            frames_refused=30,
+            unverifiable=("a.mcap",),
+            bag_notes=lost,
+            clip_frames=7,
+            frames_expected=17,
+            notes=("the clip has 7 of the 17 frames the recording holds for its window",),
+        ),
+    ]
+    verdict = judge(cur, Tolerances())
+    assert not verdict.passed
+    failed = {(where, c.name) for where, c in verdict.failed_checks}
+    assert failed == {("robot t=2.00s next_action", "clip_frames_missing"), ("aggregate", "frames_refused")}
+    refused = next(c for c in verdict.aggregate if c.name == "frames_refused")
+    assert refused.value == 30  # the bag's count once, not once per request
+    assert not any(c.name == "unverifiable_files" for c in verdict.aggregate)  # reported, not judged
+    assert verdict.reasons[:2] == [
+        "robot t=2.00s next_action: clip_frames_missing 10 (limit <= 0): exceeded",
+        "aggregate: frames_refused 30 (limit <= 0): exceeded",
+    ]
+    assert [f"robot: {n}" for n in lost] == verdict.reasons[2:4]
+    assert "frames the recording holds" in verdict.reasons[4]
+    judged = load_tolerances(overrides={"aggregate": {"unverifiable_files_max": 0}})
+    assert {c.name: c.passed for c in judge(cur, judged).aggregate}["unverifiable_files"] is False
+    lenient = load_tolerances(
+        overrides={
+            "per_request": {"clip_frames_missing_max": None},
+            "aggregate": {"frames_refused_max": None},
+        }
+    )
+    assert judge(cur, lenient).passed  # switched off: only the notes remain
+    assert judge(cur, lenient).notes == verdict.notes
+
+
+def test_junit_skips_a_request_without_an_answer_and_has_a_stopped_run_as_an_error(tmp_path: Path) -> None:
+    # no_frames requests were JUnit passes (D8): now skipped, with their outcome, unless a check failed.
+    cur = [
+        rec(1.0),
+        rec(2.0, success=False, error_kind="no_frames", error="no frames in the last 4 s"),
+        rec(3.0, success=False, error_kind="no_frames", clip_frames=0),
+    ]
+    verdict = judge(cur, load_tolerances(overrides={"per_request": {"success_rate_min": 0.3}}))
+    assert verdict.passed
+    path = write_junit(
+        tmp_path / "junit.xml",
+        [JUnitSuite("run1", verdict, 1.0), JUnitSuite("run2[sample_fps=9]", None, 0.5, error="node exited")],
+    )
+    validate(path)
+    root = junit_xml([JUnitSuite("run1", verdict, 1.0)]).getroot()
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    skipped = cases["t=2.00s next_action"].find("skipped")
+    assert skipped is not None and "no answer: no_frames: no frames in the last 4 s" in skipped.get(
+        "message", ""
+    )
+    assert cases["t=1.00s next_action"].find("skipped") is None
+    suites = ET.parse(path).getroot()
+    assert suites.get("errors") == "1"
+    stopped = suites.findall("testsuite")[1]
+    assert stopped.get("errors") == "1" and stopped.find("testcase/error").get("message") == "node exited"
+    assert suites.findall("testsuite")[0].get("skipped") == "2"

@@ -1,0 +1,71 @@
+"""`cosmos-reasoner-bag scenario`: run scenario files (or folders of them), each with its bags, goals,
+tolerances and sweep (bag/runs/scenario.py, bag/runs/suite.py); every file is checked before the first
+runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
+from cosmos_reasoner_ros.bag.verbs.arguments import add_run
+from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish
+from cosmos_reasoner_ros.bag.verbs.scoring_args import add_scoring_arguments, scoring_from_args
+
+__all__ = ["HELP", "add_arguments", "main"]
+
+HELP = "run scenario files (or folders of them): bags, goals, tolerances, sweeps"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files or folders of them")
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, help="output folder (a sub-folder per scenario)"
+    )
+    p.add_argument("--params-file", type=Path, help="node parameters for scenarios that name none")
+    add_run(p)
+    p.add_argument("--baseline", type=Path, help="a previous output folder of the same scenarios")
+    p.add_argument(
+        "--tolerances", type=Path, help="YAML overriding the shipped tolerances (before a scenario's own)"
+    )
+    p.add_argument(
+        "--junit", type=Path, metavar="FILE", help="write JUnit XML (a test suite per scenario run)"
+    )
+    add_scoring_arguments(p, labels=False)  # a scenario names its own labels
+    p.epilog = epilog(
+        "A scenario's goal times (at, every) are seconds from the recording's start: its first message on "
+        "any topic. The paths a scenario names lie inside its folder (config/scenario_example.yaml)."
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
+    from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
+    from cosmos_reasoner_ros.bag.runs.suite import SuiteRun, run_scenario
+
+    scoring = scoring_from_args(args, need_labels=False)
+    # Every scenario is checked before the first one runs.
+    scenarios = [load_scenario(path) for path in scenario_files(args.scenarios)]
+    names = [s.folder for s in scenarios]
+    if len(set(names)) != len(names):
+        raise BagError(f"scenario names must be distinct (they name the output folders): {names}")
+    check_outputs(args.output, args.junit)
+    base = EvalOptions(
+        server_url=args.server_url,
+        params_file=args.params_file,
+        timeout_s=args.timeout,
+        image_format=args.image_format,
+        progress=not args.no_progress,
+        record=args.record,
+        media_dir=args.media_dir,
+    )
+    runs: list[SuiteRun] = []
+    try:
+        for scenario in scenarios:
+            run_scenario(
+                scenario, args.output, base, args.baseline, args.tolerances, done=runs, scoring=scoring
+            )
+    except RunFailed as exc:  # the runs before it are reported all the same, then exit 2
+        finish(runs, args.junit, exc)
+        raise
+    return finish(runs, args.junit)
