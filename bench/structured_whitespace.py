@@ -1,7 +1,9 @@
-"""Structured answers with and without free whitespace, on the vLLM CPU tier (the tiny random checkpoint).
+"""Structured answers in each JSON form a server can be told to write, on the vLLM CPU tier (the tiny random
+checkpoint) or, through the GPU driver, on the H200.
 
-Two servers one after the other, the same xgrammar backend: `disable_any_whitespace` false (vLLM's
-default: the grammar lets JSON carry any whitespace) and true (server.yaml's default). Each structured task
+One server per form (--forms), one after the other: `xgrammar` (backend xgrammar, disable_any_whitespace:
+", " and ": " before vLLM 0.32, compact from 0.32), `guidance` (backend guidance, disable_any_whitespace:
+compact JSON in every release) and `xgrammar-free` (vLLM's default free whitespace). Each structured task
 of the shipped catalog is asked N times as the node asks it (structured output on, the robot clip or its
 first frame), with answers cut at --max-tokens. Per task and server: median completion tokens and latency,
 how many answers were cut off (finish length), how many were complete JSON, the share of the answer's
@@ -9,6 +11,7 @@ characters that compact JSON would not need, and the completion tokens spent on 
 less those of the same JSON written compactly, with the checkpoint's tokenizer). Prints JSON on its last
 line and writes bench/results/structured_whitespace.json.
     ./run exec python bench/structured_whitespace.py [--requests 7] [--max-tokens 1024]
+        [--forms xgrammar guidance]
 """
 
 from __future__ import annotations
@@ -36,6 +39,15 @@ from cosmos_reasoner_ros.reasoner import (
     build_request,
 )
 
+FORMS: dict[str, dict[str, Any]] = {
+    "xgrammar": {"backend": "xgrammar", "disable_any_whitespace": True},
+    "guidance": {
+        "backend": "guidance",
+        "disable_any_whitespace": True,
+        "disable_additional_properties": True,
+    },
+    "xgrammar-free": {"backend": "xgrammar", "disable_any_whitespace": False},
+}
 VALUES = {"task": "put the charger in the box", "object": "the charger", "event": "the arm lifts the charger"}
 
 
@@ -138,6 +150,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=7)
     parser.add_argument("--max-tokens", type=int, default=1024)
+    parser.add_argument("--forms", nargs="+", choices=list(FORMS), default=["xgrammar", "guidance"])
     args = parser.parse_args()
     reason = vllm_tier.missing_reason()
     if reason:
@@ -149,24 +162,27 @@ def main() -> int:
         "requests": args.requests,
         "max_tokens": args.max_tokens,
     }
-    for name, daw in (("free_whitespace", False), ("no_whitespace", True)):
-        overrides = {"structured_outputs": {"backend": "xgrammar", "disable_any_whitespace": daw}}
-        with vllm_tier.SupervisedServer(overrides=overrides) as server:
+    for name in args.forms:
+        with vllm_tier.SupervisedServer(overrides={"structured_outputs": FORMS[name]}) as server:
             figures[name] = measure(server, args.requests, args.max_tokens)
-    figures["ratio"] = {
-        task: {
-            "completion_tokens": round(
-                figures["free_whitespace"][task]["completion_tokens"]
-                / max(figures["no_whitespace"][task]["completion_tokens"], 1),
-                2,
-            ),
-            "latency": round(
-                figures["free_whitespace"][task]["latency_s"]
-                / max(figures["no_whitespace"][task]["latency_s"], 1e-3),
-                2,
-            ),
+            figures[name]["vllm_version"] = server.ready.get("vllm_version")
+    base = args.forms[0]
+    figures["ratio_to_" + base] = {
+        form: {
+            task: {
+                "completion_tokens": round(
+                    figures[form][task]["completion_tokens"]
+                    / max(figures[base][task]["completion_tokens"], 1),
+                    2,
+                ),
+                "latency": round(
+                    figures[form][task]["latency_s"] / max(figures[base][task]["latency_s"], 1e-3), 2
+                ),
+            }
+            for task in figures[base]
+            if task != "vllm_version"
         }
-        for task in figures["no_whitespace"]
+        for form in args.forms[1:]
     }
     figures["load_after"] = os.getloadavg()[0]
     out = BENCH_RESULTS / "structured_whitespace.json"

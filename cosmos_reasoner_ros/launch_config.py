@@ -5,6 +5,7 @@ No launch import here: the launch file only turns a LaunchPlan into ExecuteProce
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,8 +73,29 @@ ARGUMENTS = (
         "",
         "vLLM version the server command is built for; empty: the one in server_config (auto)",
     ),
+    # The Nav2 handoff (README: A robot with Nav2); empty: what params_file says (off by default).
+    LaunchArgument(
+        "handoff",
+        "",
+        "the Nav2 handoff: none, dry_run, follow_path or navigate_to_pose; empty: params_file's handoff.mode",
+    ),
+    LaunchArgument(
+        "camera_height_m", "", "[m] the camera's optical centre above the ground (the handoff's ground plane)"
+    ),
+    LaunchArgument("camera_pitch_deg", "", "[deg] the camera's optical axis below the horizontal"),
+    LaunchArgument("handoff_action", "", "the Nav2 action; empty: /follow_path or /navigate_to_pose"),
+    LaunchArgument("controller_id", "", "FollowPath controller_id; empty: params_file's"),
+    LaunchArgument("goal_checker_id", "", "FollowPath goal_checker_id; empty: params_file's"),
+    LaunchArgument("progress_checker_id", "", "FollowPath progress_checker_id; empty: params_file's"),
+    LaunchArgument(
+        "validate_path", "", "true: ask the planner server's IsPathValid before sending; empty: params_file's"
+    ),
+    LaunchArgument(
+        "confirm", "", "true: send a path only when ~/handoff/confirm accepts it; empty: params_file's"
+    ),
 )
 ARGUMENT_NAMES = tuple(a.name for a in ARGUMENTS)
+HANDOFF_MODES = ("none", "dry_run", "follow_path", "navigate_to_pose")  # handoff/settings.py MODES
 
 
 class LaunchArgumentError(ValueError):
@@ -136,6 +158,40 @@ def _positive_int(name: str, value: str) -> int:
     return number
 
 
+def _number(name: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise LaunchArgumentError(f"{name}: expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise LaunchArgumentError(f"{name}: expected a finite number, got {value!r}")
+    return number
+
+
+def _handoff_overrides(args: Mapping[str, str]) -> dict[str, Any]:
+    """The handoff's parameters the launch arguments set (only those given); the node validates the rest."""
+    out: dict[str, Any] = {}
+    if args["handoff"]:
+        if args["handoff"] not in HANDOFF_MODES:
+            raise LaunchArgumentError(f"handoff: one of {', '.join(HANDOFF_MODES)}, got {args['handoff']!r}")
+        out["handoff.mode"] = args["handoff"]
+    for name in ("camera_height_m", "camera_pitch_deg"):
+        if args[name]:
+            out[f"handoff.{name}"] = _number(name, args[name])
+    for argument, parameter in (
+        ("handoff_action", "action_name"),
+        ("controller_id", "controller_id"),
+        ("goal_checker_id", "goal_checker_id"),
+        ("progress_checker_id", "progress_checker_id"),
+    ):
+        if args[argument]:
+            out[f"handoff.{parameter}"] = args[argument]
+    for name in ("validate_path", "confirm"):
+        if args[name]:
+            out[f"handoff.{name}"] = _bool(name, args[name])
+    return out
+
+
 def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
     """Resolve the launch arguments (missing ones take their defaults) into the processes to start."""
     unknown = sorted(set(values) - set(ARGUMENT_NAMES))
@@ -191,6 +247,7 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
         overrides["cameras"] = cameras
     if lifecycle:
         overrides["lifecycle"] = True
+    overrides.update(_handoff_overrides(args))
     node = NodeSpec(
         package=PACKAGE,
         executable=NODE_EXECUTABLE,

@@ -7,7 +7,8 @@ the node's requests will use (vLLM caches compiled grammars by the schema's text
   request that does not reason (behind a reasoning parser vLLM then sees reasoning as over from the prompt, so
   the grammar applies from the first token and the answer is content; docs/SERVING.md);
 - schema_problems: limits of the backends that vLLM releases 0.19-0.34 install, checked without any backend;
-- compile_check: the schemas compiled by a backend, in a Python that has it (grammar_probe.py);
+- compile_check: the schemas compiled by a backend, in a Python that has it (grammar_probe.py; run_probe
+  sends it any request, grammar_fidelity.py one with samples to match);
 - catalog_grammars: the catalog's structured tasks as the server reads them (config/tasks.yaml and a user's
   tasks file merged over it, field by field, as the node's catalog does).
 """
@@ -18,6 +19,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -39,8 +41,11 @@ __all__ = [
     "TaskGrammar",
     "catalog_grammars",
     "compile_check",
+    "compile_report",
     "merge_catalogs",
+    "probe_request",
     "request_fields",
+    "run_probe",
     "schema_problems",
 ]
 
@@ -138,6 +143,7 @@ def compile_check(
     tokenizer: Path | None = None,
     vocab_size: int | None = None,
     vllm_front_end: bool = False,
+    compact_separators: bool | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 300.0,
     cancel: threading.Event | None = None,
@@ -146,47 +152,96 @@ def compile_check(
     a backend that aborts cannot take the caller down, and xgrammar's torch stays out of the caller's memory).
     Raises ValueError when the probe cannot run, gives no report, or is cancelled (`cancel` set: the probe,
     a Python that may have imported vLLM, is killed, not left to finish)."""
-    request = {
+    request = probe_request(
+        schemas,
+        backends,
+        tokenizer=tokenizer,
+        vocab_size=vocab_size,
+        vllm_front_end=vllm_front_end,
+        compact_separators=compact_separators,
+    )
+    report = run_probe(request, python, env=env, timeout_s=timeout_s, cancel=cancel)
+    return compile_report(report, schemas)
+
+
+def probe_request(
+    schemas: Mapping[str, Any],
+    backends: Sequence[str] = BACKENDS,
+    *,
+    tokenizer: Path | None = None,
+    vocab_size: int | None = None,
+    vllm_front_end: bool = False,
+    compact_separators: bool | None = None,
+    samples: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What grammar_probe.py reads (its docstring says each field). `compact_separators`: whether vLLM passes
+    xgrammar the compact separators without whitespace (versions.xgrammar_compact_separators); None: where
+    the compiler takes them."""
+    return {
         "schemas": dict(schemas),
         "backends": list(backends),
         "tokenizer": str(tokenizer) if tokenizer else None,
         "vocab_size": vocab_size,
         "vllm_front_end": vllm_front_end,
+        "compact_separators": compact_separators,
+        "samples": dict(samples or {}),
         "parent": os.getpid(),  # the probe ends itself when this process is gone (even SIGKILLed)
     }
-    try:
-        probe = subprocess.Popen(
-            [str(python), str(PROBE)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=dict(env) if env is not None else None,
-        )
-    except OSError as exc:
-        raise ValueError(f"the grammar check could not run in {python}: {exc}") from None
+
+
+def run_probe(
+    request: Mapping[str, Any],
+    python: str | Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 300.0,
+    cancel: threading.Event | None = None,
+) -> dict[str, Any]:
+    """grammar_probe.py's report on one request, run in `python`; ValueError when it cannot run, gives no
+    report, times out or is cancelled (the probe is killed then).
+
+    The request reaches the probe as a file on its standard input, not through a pipe: communicate() writes
+    input only during its first call, and a request of samples (about 1 MB) outgrows a pipe before a probe
+    on a loaded machine starts reading it; its retries (the cancel polls) would never write the rest."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as sent:
+        sent.write(json.dumps(request) + "\n")
+        sent.flush()
+        sent.seek(0)
+        try:
+            probe = subprocess.Popen(
+                [str(python), str(PROBE)],
+                stdin=sent,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=dict(env) if env is not None else None,
+            )
+        except OSError as exc:
+            raise ValueError(f"the grammar check could not run in {python}: {exc}") from None
     deadline = time.monotonic() + timeout_s
-    sent: str | None = json.dumps(request)
     while True:
         try:
-            stdout, stderr = probe.communicate(sent, timeout=_CANCEL_POLL_S)
+            stdout, stderr = probe.communicate(timeout=_CANCEL_POLL_S)
             break
         except subprocess.TimeoutExpired:
-            sent = None  # sent on the first call; a retry continues where it stopped
             why = "cancelled" if cancel is not None and cancel.is_set() else ""
             why = why or (f"timed out after {timeout_s:g} s" if time.monotonic() >= deadline else "")
             if why:
                 probe.kill()
                 probe.communicate()
                 raise ValueError(f"the grammar check in {python} {why}") from None
-    done = subprocess.CompletedProcess(probe.args, probe.returncode, stdout, stderr)
     try:
-        report = json.loads(done.stdout.strip().splitlines()[-1])
+        report: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])[-600:]
+        tail = " | ".join(stderr.strip().splitlines()[-3:])[-600:]
         raise ValueError(
-            f"the grammar check in {python} gave no report (exit code {done.returncode}): {tail}"
+            f"the grammar check in {python} gave no report (exit code {probe.returncode}): {tail}"
         ) from None
+    return report
+
+
+def compile_report(report: Mapping[str, Any], schemas: Mapping[str, Any]) -> CompileReport:
+    """The compile results of a probe report."""
     found: dict[str, str] = {}
     failures: list[CompileFailure] = []
     for backend, result in (report.get("backends") or {}).items():

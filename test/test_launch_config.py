@@ -134,3 +134,49 @@ def test_lifecycle_argument_starts_a_managed_node() -> None:
     assert lc.plan({}).node.action == "node"
     with pytest.raises(lc.LaunchArgumentError, match="lifecycle: expected true or false"):
         lc.plan({"lifecycle": "maybe"})
+
+
+def test_handoff_arguments_become_the_node_s_handoff_parameters() -> None:
+    """Only the arguments given override params_file; the node validates the whole handoff at start."""
+    assert not any(k.startswith("handoff.") for k in lc.plan({}).node.overrides)
+    plan = lc.plan(
+        {
+            "handoff": "follow_path",
+            "camera_height_m": "0.42",
+            "camera_pitch_deg": "-5",
+            "handoff_action": "/robot1/follow_path",
+            "controller_id": "FollowPath",
+            "goal_checker_id": "precise_goal_checker",
+            "progress_checker_id": "progress_checker",
+            "validate_path": "true",
+            "confirm": "no",
+        }
+    )
+    assert {k: v for k, v in plan.node.overrides.items() if k.startswith("handoff.")} == {
+        "handoff.mode": "follow_path",
+        "handoff.camera_height_m": 0.42,
+        "handoff.camera_pitch_deg": -5.0,
+        "handoff.action_name": "/robot1/follow_path",
+        "handoff.controller_id": "FollowPath",
+        "handoff.goal_checker_id": "precise_goal_checker",
+        "handoff.progress_checker_id": "progress_checker",
+        "handoff.validate_path": True,
+        "handoff.confirm": False,
+    }
+    from cosmos_reasoner_ros.handoff import MODES
+
+    assert lc.HANDOFF_MODES == MODES  # written twice: launch_config imports none of the node's core
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"handoff": "drive"}, "handoff: one of none, dry_run, follow_path, navigate_to_pose"),
+        ({"camera_height_m": "high"}, "camera_height_m: expected a number"),
+        ({"camera_pitch_deg": "nan"}, "camera_pitch_deg: expected a finite number"),
+        ({"confirm": "maybe"}, "confirm: expected true or false"),
+    ],
+)
+def test_bad_handoff_arguments_are_named(values: dict, message: str) -> None:
+    with pytest.raises(lc.LaunchArgumentError, match=message):
+        lc.plan(values)

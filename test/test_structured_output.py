@@ -59,6 +59,7 @@ def test_the_shipped_structured_tasks_are_the_catalogs() -> None:
         == structured
         == {
             "trajectory",
+            "drive_path",
             "grounding_2d",
             "temporal_localization",
             "temporal_localization_mmss",
@@ -135,6 +136,21 @@ def test_a_probe_that_cannot_run_is_a_value_error(tmp_path: Path) -> None:
     fake.chmod(0o755)
     with pytest.raises(ValueError, match=r"gave no report.*exit code 3.*boom"):
         structured_output.compile_check({"a": {}}, fake)
+
+
+def test_a_large_request_reaches_a_probe_that_starts_late(tmp_path: Path) -> None:
+    """Before: the request went through a pipe that communicate() fills only during its first 0.2 s call; a
+    request of samples (about 1 MB) to a probe that started reading later (a loaded machine) never arrived,
+    and the check hung until its timeout (300 s, the supervisor's READY held back)."""
+    late = tmp_path / "python"
+    late.write_text(
+        "#!/bin/sh\nsleep 1\nexec python3 -c 'import json, sys; text = sys.stdin.read(); "
+        'print(json.dumps({"backends": {}, "read": len(text)}))\'\n'
+    )
+    late.chmod(0o755)
+    request = {"schemas": {}, "samples": {"t": {"texts": ["x" * 1000] * 2000}}}
+    report = structured_output.run_probe(request, late, timeout_s=30)
+    assert report["read"] == len(json.dumps(request)) + 1
 
 
 # ---- the compile check with every backend version (needs .venv-vllm and tools/setup_grammar_envs.py) ----

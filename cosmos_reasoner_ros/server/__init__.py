@@ -3,6 +3,7 @@
 settings.py (config/server.yaml), versions.py (what each vLLM release accepts, derived from its wheel),
 detect.py (which vLLM the executable runs), command.py (argv and environment), supervisor.py (the process
 group), watchdog.py and reaper.py (the group dies with the supervisor, stale leftovers, frozen servers),
+engines.py (each engine core watched on its own: one hung among several, or behind a live API server),
 grammar_check.py (the structured tasks' schemas compiled by vLLM's own backend at start), template_check.py
 (before READY: the chat template's thinking switch), warmup.py (before READY: warm-up requests), http.py (HTTP
 to the server: /health, JSON POSTs a stop does not wait for), cli.py (the command line), errors.py (failures

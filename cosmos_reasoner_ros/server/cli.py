@@ -119,7 +119,10 @@ def _serve(supervisor: Supervisor) -> int:
         except BaseException as exc:  # handed to the main thread: raised there as before
             failure.append(exc)
 
+    signalled: list[int] = []
+
     def on_signal(signum: int, _frame: object) -> None:
+        signalled.append(signum)
         supervisor.stop(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -129,8 +132,10 @@ def _serve(supervisor: Supervisor) -> int:
         while worker.is_alive():
             worker.join(0.5)
     finally:
+        # Stopped by a signal, the process is exiting: later signals are ignored. Put back, the default
+        # action killed it when one more came before the end (30 SIGTERMs 20 ms apart: exit -15, not 0).
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if signalled else handler)
     if failure:
         raise failure[0]
     return result[0]

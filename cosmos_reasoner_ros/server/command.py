@@ -166,6 +166,8 @@ def build_command(
         add("data_parallel_backend", "--data-parallel-backend", settings.data_parallel_backend)
     if settings.headless:
         add("headless", "--headless")
+    if settings.api_server_count:
+        add("api_server_count", "--api-server-count", str(settings.api_server_count))
     if settings.mm_encoder_tp_mode:
         add("mm_encoder_tp_mode", "--mm-encoder-tp-mode", settings.mm_encoder_tp_mode, optional="a tuning")
     if settings.async_scheduling:

@@ -3,6 +3,12 @@ environment: a schema that vLLM would accept and then fail to compile (vLLM 0.19
 0.26-0.34: the request fails with HTTP 500 or a stream without an answer) stops the start with a message that
 names the task, the backend and its error (exit code 2).
 
+A grammar that compiles may still not hold (grammar_fidelity.py): each compiled grammar is matched, in the
+same run of the probe, against answers generated from its schema and mutations of them the schema refuses,
+in the whitespace mode and with the separators this vLLM release uses. A grammar that accepts what its schema
+refuses (or refuses what it accepts) is logged as a warning naming the task, the backend and an example; the
+start goes on (the node's parser still refuses such an answer).
+
 Which backend: `structured_outputs.backend` (config/server.yaml); with vLLM's default `auto`, xgrammar, and
 llguidance for a schema vLLM's front end sends to it (features xgrammar does not support)."""
 
@@ -14,10 +20,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cosmos_reasoner_ros.structured_output import CompileFailure, TaskGrammar, catalog_grammars, compile_check
+from cosmos_reasoner_ros.grammar_fidelity import (
+    ACCEPTS_INVALID,
+    ACCEPTS_NOT_UTF8,
+    FidelityFailure,
+    FidelityReport,
+    fidelity_check,
+)
+from cosmos_reasoner_ros.structured_output import CompileFailure, TaskGrammar, catalog_grammars
 
 from .errors import ConfigError
 from .settings import ServerSettings
+from .versions import xgrammar_compact_separators
 
 __all__ = ["GrammarCheck", "structured_tasks"]
 
@@ -109,10 +123,15 @@ class GrammarCheck:
         )
         schemas = {name: g.json_schema for name, g in self.grammars.items()}
         try:
-            report = compile_check(
+            compact = xgrammar_compact_separators(self.version)
+        except ValueError:
+            compact = None
+        try:
+            fidelity = fidelity_check(
                 schemas,
                 self.python,
                 backends,
+                compact_separators=compact,
                 vllm_front_end=True,
                 env=self.env,
                 timeout_s=self.timeout_s,
@@ -120,6 +139,7 @@ class GrammarCheck:
             )
         except ValueError as exc:
             return [f"grammar check: {exc}"], None
+        report = fidelity.compiled
         if not report.backends:
             missing = "; ".join(f"{k}: {v}" for k, v in report.missing.items())
             return [f"grammar check: no grammar backend in {self.python} ({missing})"], None
@@ -127,7 +147,10 @@ class GrammarCheck:
         failures = [f for f in self._relevant(report.failures, backend) if f.whitespace == whitespace]
         checked = ", ".join(f"{k} {v}" for k, v in report.backends.items())
         if not failures:
-            return [f"grammar check: the json_schema of {', '.join(schemas)} compile with {checked}"], None
+            notes = [f"grammar check: the json_schema of {', '.join(schemas)} compile with {checked}"]
+            return notes + self._fidelity_notes(
+                fidelity.failures, report.failures, fidelity, whitespace
+            ), None
         lines = "\n  ".join(f.describe() for f in failures)  # one per task and backend
         return [], ConfigError(
             f"vLLM {self.version} cannot use the structured output of these tasks (grammar backend "
@@ -135,15 +158,68 @@ class GrammarCheck:
             "tasks file, or leave the task out of structured_tasks"
         )
 
+    def _fidelity_notes(
+        self,
+        found: tuple[FidelityFailure, ...],
+        compiled: tuple[CompileFailure, ...],
+        fidelity: FidelityReport,
+        whitespace: str,
+    ) -> list[str]:
+        """Warnings for grammars that do not hold (in the configured backend and whitespace mode), and what
+        was checked."""
+        backend = str(self.settings.structured_outputs.get("backend", "auto"))
+        sent = self._sent_to_guidance(compiled) if backend == "auto" else None
+        relevant = [
+            f
+            for f in found
+            if f.whitespace == whitespace
+            and (sent is None or f.backend.startswith("llguidance") == (f.task in sent))
+        ]
+        not_utf8 = [f for f in relevant if f.kind == ACCEPTS_NOT_UTF8]
+        relevant = [f for f in relevant if f.kind != ACCEPTS_NOT_UTF8]
+        notes = []
+        if not_utf8:
+            tasks = ", ".join(dict.fromkeys(f.task for f in not_utf8))
+            notes.append(
+                f"grammar check: WARNING {not_utf8[0].backend} lets the strings of {tasks} carry bytes "
+                "that are not UTF-8 (a surrogate code point, ED A0 80): the server decodes them to U+FFFD, "
+                "so such an answer may break its schema's bounds (the H200: a label two characters past its "
+                "64); backend guidance refuses them"
+            )
+        notes += [
+            f"grammar check: WARNING {f.describe()}"
+            + (
+                "; write the schema in a form this backend enforces (a counted repeat such as [0-9]{1,2} "
+                "as [0-9][0-9]?: docs/SERVING.md, 'What each release enforces')"
+                if f.kind == ACCEPTS_INVALID
+                else ""
+            )
+            for f in relevant
+        ]
+        notes += [
+            f"grammar check: the answers of task {task} were not matched against its grammar ({why})"
+            for task, why in fidelity.unchecked.items()
+        ]
+        if not relevant:
+            samples = sum(fidelity.samples.values())
+            notes.append(
+                f"grammar check: the grammars accept the {samples:,} answers generated from their schemas "
+                f"and refuse the {'other ' if not_utf8 else ''}mutations the schemas refuse"
+            )
+        return notes
+
     @staticmethod
-    def _relevant(failures: tuple[CompileFailure, ...], backend: str) -> list[CompileFailure]:
+    def _sent_to_guidance(failures: tuple[CompileFailure, ...]) -> set[str]:
+        """With `auto`, vLLM hands a schema its xgrammar front end refuses to llguidance."""
+        return {f.task for f in failures if f.backend.startswith("xgrammar") and f.stage == "front_end"}
+
+    @classmethod
+    def _relevant(cls, failures: tuple[CompileFailure, ...], backend: str) -> list[CompileFailure]:
         """The failures that matter for the configured backend. With `auto`, vLLM hands a schema its xgrammar
         front end refuses to llguidance, and compiles every other one with xgrammar (no fallback then)."""
         if backend != "auto":
             return list(failures)
-        sent_to_guidance = {
-            f.task for f in failures if f.backend.startswith("xgrammar") and f.stage == "front_end"
-        }
+        sent_to_guidance = cls._sent_to_guidance(failures)
         return [
             f
             for f in failures

@@ -16,6 +16,7 @@ from .settings import ServerSettings
 
 __all__ = [
     "api_key",
+    "get_text",
     "health_ok",
     "health_ok_unless_stopped",
     "post_json",
@@ -51,15 +52,28 @@ def health_ok_unless_stopped(url: str, timeout_s: float, stop: threading.Event) 
     return _unless_stopped(lambda: health_ok(url, timeout_s), stop)
 
 
+def get_text(url: str, timeout_s: float) -> str | None:
+    """The body of a GET answered 200 (vLLM's /metrics), None otherwise."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 (the server's own URL)
+            return resp.read().decode("utf-8", errors="replace") if resp.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
 def post_json(
-    url: str, body: Mapping[str, Any], timeout_s: float, api_key: str = ""
+    url: str,
+    body: Mapping[str, Any],
+    timeout_s: float,
+    api_key: str = "",
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """(HTTP status, JSON body) of a POST; status 0 with {"error": ...} when the server cannot be reached."""
-    headers = {"Content-Type": "application/json"}
+    sent = {"Content-Type": "application/json", **(headers or {})}
     if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+        sent["Authorization"] = f"Bearer {api_key}"
     # The URL is the supervisor's own server (http(s) only, from its settings).
-    request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")  # noqa: S310
+    request = urllib.request.Request(url, json.dumps(body).encode(), sent, method="POST")  # noqa: S310
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
             return int(response.status), _json(response.read())

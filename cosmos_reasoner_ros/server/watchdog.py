@@ -23,17 +23,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import reaper
 from .reaper import group_alive, stop_group
 
 __all__ = [
     "OWNER_ENV",
     "GroupActivity",
+    "GroupProcess",
     "HealthWatch",
     "PortHolder",
     "Reaper",
+    "StoppedMembers",
+    "activity_of",
     "group_activity",
     "group_alive",
     "group_members",
+    "group_processes",
     "owner_alive",
     "owner_mark",
     "port_holder",
@@ -42,7 +47,7 @@ __all__ = [
     "wait_port_free",
 ]
 
-OWNER_ENV = "COSMOS_REASONER_SUPERVISOR"
+OWNER_ENV = reaper.OWNER_ENV
 _LISTEN = "0A"  # TCP state LISTEN in /proc/net/tcp
 _SHOWN_CHARS = 160  # of a command line named in an error
 
@@ -66,9 +71,33 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def _live_members(pgid: int) -> list[tuple[int, list[str]]]:
-    """(pid, /proc stat fields from field 3 on) of the live processes (not zombies) of group `pgid`."""
-    members = []
+@dataclass(frozen=True)
+class GroupProcess:
+    """One live process of a server's group, as /proc shows it: vLLM names its processes by title
+    (`VLLM::EngineCore_DP1`, `VLLM::APIServer_0`, `VLLM::Worker`), which replaces their command line."""
+
+    pid: int
+    ppid: int
+    state: str  # /proc/<pid>/stat field 3: R, S, D, T (stopped), t (stopped by a tracer), ...
+    cpu_ticks: int  # utime + stime, in clock ticks
+    title: str  # the command line, its arguments joined by spaces (cut to _TITLE_CHARS)
+
+    @property
+    def stopped(self) -> bool:
+        return self.state in ("T", "t")
+
+    @property
+    def name(self) -> str:
+        """vLLM's title of the process (`VLLM::EngineCore_DP1`: the word with `::`), else its command line."""
+        return next((word for word in self.title.split() if "::" in word), self.title[:60] or "?")
+
+
+_TITLE_CHARS = 120
+
+
+def group_processes(pgid: int) -> list[GroupProcess]:
+    """The live processes (not zombies) of process group `pgid`, from /proc ([] where there is none)."""
+    found = []
     with contextlib.suppress(OSError):
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -76,34 +105,56 @@ def _live_members(pgid: int) -> list[tuple[int, list[str]]]:
             fields = _stat_fields(entry.name)
             with contextlib.suppress(IndexError, ValueError):
                 if fields and fields[0] != "Z" and int(fields[2]) == pgid:
-                    members.append((int(entry.name), fields))
-    return members
+                    found.append(
+                        GroupProcess(
+                            int(entry.name),
+                            int(fields[1]),
+                            fields[0],
+                            int(fields[11]) + int(fields[12]),  # utime, stime (fields 14 and 15)
+                            _title(entry),
+                        )
+                    )
+    return found
+
+
+def _title(proc: Path) -> str:
+    try:
+        raw = (proc / "cmdline").read_bytes()[: _TITLE_CHARS * 2]
+    except OSError:
+        return ""
+    return " ".join(a.decode(errors="replace") for a in raw.split(b"\0") if a)[:_TITLE_CHARS]
 
 
 def group_members(pgid: int) -> list[int]:
     """The live processes (not zombies) of process group `pgid`, from /proc ([] where there is none)."""
-    return [pid for pid, _ in _live_members(pgid)]
+    return [p.pid for p in group_processes(pgid)]
 
 
 @dataclass(frozen=True)
 class GroupActivity:
-    """What a process group is doing: the CPU time its live members have used, and whether they are all
-    stopped (SIGSTOP, a debugger)."""
+    """What a process group is doing: the CPU time its live members have used, whether they are all
+    stopped (SIGSTOP, a debugger), and which of them are (one stopped engine core of several is enough to
+    hang the requests vLLM hands it)."""
 
     cpu_ticks: int  # utime + stime of the live members, in clock ticks
     members: int
     stopped: bool
+    stopped_members: tuple[GroupProcess, ...] = ()
 
 
 def group_activity(pgid: int) -> GroupActivity | None:
     """The group's activity from /proc; None where /proc cannot tell (not Linux, no member readable)."""
-    ticks, members, stopped = 0, 0, 0
-    for _, fields in _live_members(pgid):
-        with contextlib.suppress(IndexError, ValueError):
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-            members += 1
-            stopped += fields[0] in ("T", "t")
-    return GroupActivity(ticks, members, stopped == members) if members else None
+    return activity_of(group_processes(pgid))
+
+
+def activity_of(processes: list[GroupProcess]) -> GroupActivity | None:
+    """The activity of a group's processes (group_processes); None for none."""
+    if not processes:
+        return None
+    stopped = tuple(p for p in processes if p.stopped)
+    return GroupActivity(
+        sum(p.cpu_ticks for p in processes), len(processes), len(stopped) == len(processes), stopped
+    )
 
 
 def owner_mark(pid: int | None = None) -> str:
@@ -243,7 +294,7 @@ class Reaper:
         self._owner = owner  # the supervisor's mark: the ready file is removed only when it is still its own
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
-        self._last = "clear"
+        self._group: tuple[int, str] | None = None  # the group guarded and its ready file; None: clear
 
     def start(self) -> None:
         """Start the reaper process (again, when it died)."""
@@ -253,6 +304,9 @@ class Reaper:
     def _ensure(self) -> subprocess.Popen[str]:
         proc = self._proc
         if proc is None or proc.poll() is not None:
+            # The current group on the command line: the new reaper guards it from its first instruction, even
+            # when this supervisor dies before another line reaches the pipe.
+            group = [str(self._group[0]), self._group[1]] if self._group is not None else []
             proc = subprocess.Popen(
                 [
                     sys.executable,
@@ -261,6 +315,7 @@ class Reaper:
                     str(Path(__file__).with_name("reaper.py")),
                     self._owner,
                     f"{self._grace_s:g}",
+                    *group,
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
@@ -269,8 +324,6 @@ class Reaper:
                 close_fds=True,
             )
             self._proc = proc
-            if self._last != "clear":
-                self._send(proc, self._last)
         return proc
 
     @staticmethod
@@ -285,13 +338,13 @@ class Reaper:
     def guard(self, pgid: int, ready_file: str = "") -> None:
         """From now on, should the supervisor die, the reaper stops this group and removes the ready file."""
         with self._lock:
-            self._last = f"group {pgid} {ready_file}".rstrip()
-            self._send(self._ensure(), self._last)
+            self._group = (pgid, ready_file)
+            self._send(self._ensure(), f"group {pgid} {ready_file}".rstrip())
 
     def clear(self) -> None:
         """The group is stopped: nothing to reap."""
         with self._lock:
-            self._last = "clear"
+            self._group = None
             if self._proc is not None and self._proc.poll() is None:
                 self._send(self._proc, "clear")
 
@@ -379,6 +432,47 @@ class HealthWatch:
     def busy(self, now: float) -> bool:
         """Silent past the grace but using CPU, not (yet) to be killed."""
         return self.silent(now) and not self.frozen(now)
+
+
+class StoppedMembers:
+    """Whether a process of the server's group has been stopped (state T: SIGSTOP, SIGTSTP, a tracer) for
+    longer than grace_s, seen stopped at two checks in a row at least (a supervisor that itself stood still
+    does not condemn a process on waking). /health does not tell: vLLM's API server answers it from its own
+    state, so one engine core stopped among several, or the only one behind a running API server, hangs
+    every request handed to it while /health stays 200. grace_s 0: never."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self._since: dict[tuple[int, str], tuple[float, int]] = {}  # (pid, title): (first seen, checks)
+        self._last: dict[tuple[int, str], GroupProcess] = {}
+
+    def observe(self, now: float, activity: GroupActivity | None) -> None:
+        stopped = {(p.pid, p.title): p for p in (activity.stopped_members if activity else ())}
+        self._since = {
+            key: (self._since[key][0], self._since[key][1] + 1) if key in self._since else (now, 1)
+            for key in stopped
+        }
+        self._last = stopped
+
+    def frozen(self, now: float) -> str:
+        """Why the server counts as frozen ('' when it does not): the process stopped longest, past the
+        grace."""
+        if self.grace_s <= 0:
+            return ""
+        overdue = [
+            (now - since, key)
+            for key, (since, checks) in self._since.items()
+            if checks >= 2 and now - since > self.grace_s
+        ]
+        if not overdue:
+            return ""
+        longest, key = max(overdue)
+        process = self._last[key]
+        others = f" (and {len(overdue) - 1} more)" if len(overdue) > 1 else ""
+        return (
+            f"has a process stopped (state {process.state}) for {longest:.0f} s: {process.name} "
+            f"(pid {process.pid}){others} (health_grace_s {self.grace_s:g}): frozen"
+        )
 
 
 def wait_port_free(in_use: Callable[[], bool], timeout_s: float) -> bool:

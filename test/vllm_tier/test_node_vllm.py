@@ -157,7 +157,13 @@ def test_image_task_with_structured_output_gives_boxes_in_camera_pixels(
     server: vllm_tier.SupervisedServer, harness_factory: Any
 ) -> None:
     h = harness_factory(params(server, task="grounding_2d", instruction="the cup", structured_output=True))
-    result = trigger(h)
+    # The grammar gives the schema's JSON, and a JSON schema cannot say x1 < x2: a random model sometimes
+    # draws a box of no area, which the parser refuses (stop 34's CI). That is the only refusal allowed, and
+    # one of a few answers has boxes of area.
+    for _ in range(5):
+        result = trigger(h)
+        if result.success or result.error_kind != "unparseable" or "has no area" not in result.error:
+            break
     assert_answered(result)
     uri = result.clip_uris[0]
     assert uri.startswith("file://") and uri.endswith(".jpg")
@@ -206,24 +212,46 @@ def test_media_dir_outside_the_allowed_path_is_rejected_with_the_servers_message
     assert Path(unquote(urlparse(result.clip_uris[0]).path)).parent == outside
 
 
+KILL_REQUEST_TIMEOUT_S = 300.0
+
+
 def test_killed_server_mid_request_gives_one_error_then_the_restarted_server_answers(
     server: vllm_tier.SupervisedServer, harness_factory: Any, tmp_path: Path
 ) -> None:
     # Last in this module: the server comes back, so later users of the shared server see a healthy one.
     tasks_file = tmp_path / "tasks.yaml"
     tasks_file.write_text(yaml.safe_dump(vllm_tier.LONG_TASKS))
+    # The request's own deadline is far beyond its answer (seconds): on a machine loaded by the other
+    # distribution's tests, vLLM's front end can take a minute to take the clip, and a timeout there is not
+    # the kill under test.
     h = harness_factory(
-        params(server, task="long_count", tasks_file=str(tasks_file), structured_output=True, max_tokens=0)
+        params(
+            server,
+            task="long_count",
+            tasks_file=str(tasks_file),
+            structured_output=True,
+            max_tokens=0,
+            request_timeout_s=KILL_REQUEST_TIMEOUT_S,
+        )
     )
-    for _round in range(3):
-        with vllm_tier.KillWhileDecoding(server, min_tokens=32) as killer:
+    for round_ in range(3):
+        with vllm_tier.KillWhileDecoding(server, min_tokens=32, timeout_s=KILL_REQUEST_TIMEOUT_S) as killer:
             handle = h.send_goal(Reason.Goal(), [])
             generated = killer.wait()
         killed = time.monotonic()
         starts, old_pid = killer.record["starts"], killer.record["pid"]
         future = handle.get_result_async()
-        done = wait_until(lambda f=future: f.result() if f.done() else None, 60.0, "the goal's result")
+        done = wait_until(
+            lambda f=future: f.result() if f.done() else None, KILL_REQUEST_TIMEOUT_S, "the goal's result"
+        )
         result = done.result.result
+        # What became of the request when vLLM never decoded it: the failure names it.
+        assert generated is not None, (
+            f"round {round_}: no request decoded 32 tokens within {KILL_REQUEST_TIMEOUT_S} s; the goal ended "
+            f"success={result.success} {result.error_kind!r} {result.error[:300]!r} "
+            f"after {result.latency_s:.1f} s (first token {result.time_to_first_token_s:.1f} s, "
+            f"{result.completion_tokens} tokens)"
+        )
         if not result.success:
             break
         # The whole answer came before the kill landed: the killer read the metrics mid-answer and then stood

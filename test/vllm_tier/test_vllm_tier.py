@@ -19,6 +19,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import cv2
 import openai
@@ -32,6 +33,8 @@ from cosmos_reasoner_ros.reasoner.parsing import parse_answer
 from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 from cosmos_reasoner_ros.server import group_members
+from cosmos_reasoner_ros.server.grammar_check import structured_tasks
+from cosmos_reasoner_ros.server.settings import ServerSettings
 
 _MISSING = vllm_tier.missing_reason()
 
@@ -141,12 +144,13 @@ def test_health_and_models(server: vllm_tier.SupervisedServer, client: openai.Op
     assert [m.id for m in client.models.list().data] == [vllm_tier.SERVED_NAME]
     assert server.ready["starts"] >= 1 and server.ready["base_url"] == server.base_url
     # Before READY the supervisor compiled the structured tasks' schemas with vLLM's own xgrammar and warmed
-    # the server up: the robot clip and each grammar, all answered.
+    # the server up: the robot clip and each structured task's grammar, all answered.
     log = server.log_path.read_text()
     assert (
         "grammar check: the json_schema of trajectory, grounding_2d" in log and "with xgrammar 0.2.8" in log
     )
-    assert "warm-up: 7/7 requests in " in log, log[-3000:]
+    warm = 1 + len(structured_tasks(ServerSettings()))  # the clip, then one request per structured task
+    assert f"warm-up: {warm}/{warm} requests in " in log, log[-3000:]
 
 
 @tier
@@ -556,9 +560,17 @@ def _ask_every_task(
     return rows
 
 
-def _check_structured(rows: list[dict], json_in_content: set[str]) -> None:
-    """Every structured answer is complete JSON of its schema, in content where `json_in_content` says, and
-    the parser read it (or refused only its meaningless values)."""
+def _check_structured(
+    rows: list[dict], json_in_content: set[str], structured_outputs: dict[str, Any] | None = None
+) -> None:
+    """Every structured answer ended (`stop`) as a whole answer of its task's grammar, in content where
+    `json_in_content` says, and the parser read it (or refused only its meaningless values).
+
+    The grammar, not the random model: the answer is matched against the grammar vLLM compiles from the
+    schema (vllm_tier.grammar_refusals), which holds whatever values the model picked; that the grammar
+    enforces its schema is proven for every backend version without a server (test_grammar_fidelity.py).
+    Before, the answers' values were checked against the schema, and passed only because a random model
+    happened to write valid ones (the H200 wrote "92:3576")."""
     structured = [r for r in rows if r["schema"] is not None]
     answers = []
     for row in structured:
@@ -569,11 +581,12 @@ def _check_structured(rows: list[dict], json_in_content: set[str]) -> None:
             assert where == "content", (row["task"], completion)
         # Elsewhere (reasoning tasks behind the parser) the JSON may land in either: the random model may or
         # may not write </think> first. The JSON itself is checked below wherever it is, and must be there.
-        assert completion.text if where == "content" else completion.reasoning, (row["task"], completion)
-        answers.append(
-            (json.loads(completion.text if where == "content" else completion.reasoning), row["schema"])
-        )
-    problems = vllm_tier.schema_errors(answers)
+        text = completion.text if where == "content" else completion.reasoning
+        assert text, (row["task"], completion)
+        json.loads(text)  # complete JSON
+        answers.append((row["task"], text, row["schema"]))
+    config = structured_outputs or {"backend": "xgrammar", "disable_any_whitespace": True}
+    problems = vllm_tier.grammar_refusals(answers, config)
     assert problems == [None] * len(answers), list(
         zip([r["task"] for r in structured], problems, strict=True)
     )
