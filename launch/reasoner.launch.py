@@ -3,6 +3,8 @@
   ros2 launch cosmos_reasoner_ros reasoner.launch.py model:=nvidia/Cosmos3-Nano gpus:=0
   ros2 launch cosmos_reasoner_ros reasoner.launch.py start_server:=false server_url:=http://gpu-host:8000/v1
   ros2 launch cosmos_reasoner_ros reasoner.launch.py lifecycle:=true   # a managed node (lifecycle manager)
+  ros2 launch cosmos_reasoner_ros reasoner.launch.py handoff:=follow_path camera_height_m:=0.4 \
+      camera_pitch_deg:=15 controller_id:=FollowPath   # paths to Nav2's controller server (README)
 Arguments and their resolution live in cosmos_reasoner_ros/launch_config.py (tested without launch).
 """
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 from support import vllm_tier
 from support.paths import ROBOT_CLIP, SHARED_MEDIA, SHM_PROFILE
-from support.processes import TEST_DOMAINS, reserved_domain
+from support.processes import SESSION_VAR, TEST_DOMAINS, reserved_domain, stop_left_alive
 
 from cosmos_reasoner_ros.bag.files.make import source_frames
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
@@ -31,6 +33,16 @@ os.environ.update({k: os.environ.get(k, v) for k, v in fastdds_profile_env(SHM_P
 # alive by one module could hide a new process from another. A domain no other session on the machine holds
 # (support.processes.reserved_domain): sessions side by side answered each other's requests.
 _DOMAINS = itertools.count(os.getpid() % TEST_DOMAINS)
+# The mark of this session's processes (support.processes.stop_left_alive finds what a module left alive).
+os.environ[SESSION_VAR] = str(os.getpid())
+
+# A suite run as a shell's background job (beside other work, from a script) inherits SIGINT ignored, and so
+# does every process it starts unless that process installs a handler itself: `ros2 launch` then never hears
+# the SIGINT a test sends it (launch only watches signals that have a handler), and helpers that rely on
+# KeyboardInterrupt never stop on launch's SIGINT (a launch test saw the scripted server escalated to SIGTERM
+# 20 s later). The processes the tests start get SIGINT's default action, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,6 +52,10 @@ def ros_domain() -> Iterator[str]:
     with reserved_domain(next(_DOMAINS)) as domain:
         os.environ["ROS_DOMAIN_ID"] = domain
         yield domain
+        # Nothing this module started outlives it on the domain the next module (or session) takes.
+        killed = stop_left_alive(domain, os.environ[SESSION_VAR])
+        if killed:
+            warnings.warn(f"left alive on ROS domain {domain}, killed: {killed}", stacklevel=1)
     if previous is None:
         os.environ.pop("ROS_DOMAIN_ID", None)
     else:

@@ -1,6 +1,7 @@
 """The architecture of docs/ARCHITECTURE.md, kept by import-linter's contracts (pyproject.toml): data flows
-one way (geometry < clips < reasoner < requests < node, the bag tools beside the node), the core imports no
-ROS, another concern is reached through its API, and no import circle exists at any depth."""
+one way (geometry < clips < reasoner < requests < handoff < node, the bag tools beside the node), the core
+imports no ROS, another concern is reached through its API, nav2_msgs only in the handoff's ROS edge, and no
+import circle exists at any depth."""
 
 from __future__ import annotations
 
@@ -43,6 +44,17 @@ def test_the_package_keeps_every_contract() -> None:
         ("requests/pipeline.py", "from cosmos_reasoner_ros.clips.clip_buffer import Clip", "clips: other"),
         ("node/reasoner_node.py", "from cosmos_reasoner_ros.node.main import main", "No import circles"),
         ("server/cli.py", "from cosmos_reasoner_ros.reasoner import TaskCatalog", "The server stands alone"),
+        ("bag/labels/draft.py", "from cosmos_reasoner_ros.bag.scores import grade", "bag/ in rooms"),
+        ("bag/scores/grading.py", "import rclpy", "Labels, scores and the leaderboard are plain"),
+        (
+            "bag/runs/scoring.py",
+            "from cosmos_reasoner_ros.bag.scores.grading import grade",
+            "labels, scores, leaderboard:",
+        ),
+        ("handoff/decision.py", "import rclpy", "import no ROS"),
+        ("requests/outcome.py", "from cosmos_reasoner_ros.handoff import Handoff", "Data flows one way"),
+        ("node/outputs.py", "from cosmos_reasoner_ros.handoff.gates import AGE", "handoff: other"),
+        ("node/outputs.py", "import nav2_msgs", "nav2_msgs only in the handoff's ROS edge"),
     ],
 )
 def test_a_violation_breaks_its_contract(tmp_path: Path, module: str, line: str, contract: str) -> None:

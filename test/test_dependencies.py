@@ -25,9 +25,10 @@ ROSDEP_KEYS = {
     "yaml": "python3-yaml",
     "matplotlib": "python3-matplotlib",
     "tqdm": "python3-tqdm",
+    "tf2_ros": "tf2_ros_py",  # the Python tf2_ros is its own package since Humble
 }
 # Modules from requirements-robot.txt: the distribution that provides each.
-PIP = {name: name for name in ("openai", "av", "rosbags", "mcap", "zstandard", "apsw")}
+PIP = {name: name for name in ("openai", "httpx2", "av", "rosbags", "mcap", "zstandard", "apsw")}
 # Declared without an import of their own, and why.
 NEEDED_ANYWAY = {
     "rosidl_default_runtime": "the generated messages' runtime",

@@ -54,6 +54,8 @@ def test_modules_come_from_the_checkout_and_messages_from_the_install_tree() -> 
     assert generated != ROOT / "cosmos_reasoner_ros"
     if generated.is_relative_to(ROOT):  # ./run's build (.colcon-<distro>): messages only, no module copied
         assert generated.relative_to(ROOT).parts[0] in (".colcon-jazzy", ".colcon-kilted"), generated
-        copies = sorted(p.name for p in generated.rglob("*.py") if p.parent.name not in ("msg", "action"))
+        copies = sorted(
+            p.name for p in generated.rglob("*.py") if p.parent.name not in ("msg", "srv", "action")
+        )
         assert copies == ["__init__.py"], f"stale module copies in the install tree: {copies}"
     assert sys.modules["cosmos_reasoner_ros"].__path__[0] == str(ROOT / "cosmos_reasoner_ros")

@@ -405,6 +405,11 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started as a shell's background job: SIGINT came ignored, and `ros2 launch` inherits that and then
+        # never hears the SIGINT of stop() (it only watches signals that have a handler); the demo waited 45
+        # s and killed its process group. Python's own handler here, and the default in the children.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return run(args)
     except (DemoError, BagError, ReasonerError) as exc:

@@ -2,8 +2,8 @@
 driven with `ros2 lifecycle` as an operator (or a lifecycle manager) would.
 
 Walked: unconfigured -> configure -> inactive -> activate -> active (a ~/trigger call gets its result) ->
-deactivate -> inactive (no ~/trigger) -> cleanup -> unconfigured -> shutdown -> finalized; `ros2 lifecycle
-get` after each step, and what is served in each state. After shutdown every process exited cleanly.
+deactivate -> inactive (~/trigger refused) -> cleanup -> unconfigured -> shutdown -> finalized; `ros2
+lifecycle get` after each step, and what is served in each state. After shutdown every process exited cleanly.
 
   ./run exec python -m launch_testing.launch_test test/launch_tier/lifecycle_launch.py
 (test/launch_tier/test_launch_tier.py runs it in the test suite.)
@@ -83,20 +83,28 @@ class TestTransitions(launch_tools.ProbeCase):
     def state(self) -> str:
         return lifecycle("get", NODE).split()[0]
 
-    def serves_trigger(self) -> bool:
-        return self.node.count_services(f"{NODE}/trigger") > 0
+    def trigger_refused(self, state: str) -> None:
+        """~/trigger is there in every state; unless the node is active it makes no request and says why."""
+        client = self.node.create_client(Trigger, f"{NODE}/trigger")
+        self.assertTrue(client.wait_for_service(timeout_sec=30))
+        future = client.call_async(Trigger.Request())
+        self.spin_until(future.done, 30, "the trigger reply")
+        reply = future.result()
+        self.assertFalse(reply.success)
+        self.assertIn(f"not active (lifecycle state {state})", reply.message)
+        self.node.destroy_client(client)
 
     def test_walk_every_transition(self) -> None:
         self.spin_until(
             lambda: self.node.count_services(f"{NODE}/get_state") > 0, 60, "the lifecycle services"
         )
         self.assertEqual(self.state(), "unconfigured")
-        self.assertFalse(self.serves_trigger())
+        self.trigger_refused("unconfigured")
 
         lifecycle("set", NODE, "configure")
         self.assertEqual(self.state(), "inactive")
         self.spin_until(lambda: self.node.count_publishers(f"{NODE}/result") > 0, 20, "the result publisher")
-        self.assertFalse(self.serves_trigger())
+        self.trigger_refused("inactive")
 
         buffered: list[int] = []  # the node's frames_buffered, from its /diagnostics (published while active)
 
@@ -126,7 +134,7 @@ class TestTransitions(launch_tools.ProbeCase):
 
         lifecycle("set", NODE, "deactivate")
         self.assertEqual(self.state(), "inactive")
-        self.spin_until(lambda: not self.serves_trigger(), 20, "the trigger service gone")
+        self.trigger_refused("inactive")
 
         lifecycle("set", NODE, "cleanup")
         self.assertEqual(self.state(), "unconfigured")

@@ -36,6 +36,17 @@ pytestmark = pytest.mark.launch
 HERE = Path(__file__).resolve().parent
 README = ROOT / "README.md"
 _MISSING = launch_tools.missing_reason()
+
+
+def _nav2_missing() -> str | None:
+    try:
+        from support.nav2_standins import missing_reason
+    except ImportError as exc:  # no rclpy
+        return f"needs rclpy: {exc}"
+    return missing_reason()
+
+
+nav2_standins_missing = _nav2_missing()
 needs_launch = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 
@@ -71,6 +82,21 @@ def test_reasoner_launch_against_the_scripted_server(tmp_path: Path) -> None:
     # so when a process overruns its sigterm_timeout (the node's NODE_SIGTERM_TIMEOUT_S).
     for escalation in ("sending signal 'SIGTERM'", "sending signal 'SIGKILL'"):
         assert escalation not in run.output, run.report()
+
+
+@needs_launch
+@pytest.mark.skipif(nav2_standins_missing is not None, reason=nav2_standins_missing or "")
+def test_a_trajectory_answer_walks_through_the_handoff_to_the_stand_in_controller(tmp_path: Path) -> None:
+    """reasoner.launch.py with handoff:=follow_path and the stand-in Nav2 servers (handoff_launch.py)."""
+    run = _run(HERE / "handoff_launch.py", tmp_path, timeout_s=300)
+    _assert_cases_passed(
+        run,
+        {
+            "test_a_trajectory_answer_walks_through_the_gates_to_the_controller_server_and_back",
+            "test_every_process_exited_cleanly",
+            "test_the_node_logged_no_traceback",
+        },
+    )
 
 
 @needs_launch
@@ -138,6 +164,7 @@ def test_readme_launch_commands_use_only_declared_arguments() -> None:
 
 def _interfaces() -> dict[str, Path]:
     found = {f"{launch_tools.PACKAGE}/msg/{p.stem}": p for p in (ROOT / "msg").glob("*.msg")}
+    found |= {f"{launch_tools.PACKAGE}/srv/{p.stem}": p for p in (ROOT / "srv").glob("*.srv")}
     found |= {f"{launch_tools.PACKAGE}/action/{p.stem}": p for p in (ROOT / "action").glob("*.action")}
     return found
 
@@ -275,7 +302,12 @@ def test_launch_with_the_supervisor_stops_everything_on_sigint(vllm_work_dir: Pa
             assert launch_tools.group_members(vllm_pgid), "the ready file names no running vLLM process group"
             probe = _Probe()
             result = probe.reason("next_action", timeout_s=300.0)
-            assert result.success, f"{result.error_kind}: {result.error}\n{_tail(log_path)}"
+            # The model answered through launch. The random model's words are random and sampled (the
+            # reasoning profile's temperature): an answer that is empty or not the task's form ends as
+            # unparseable, which is the parser's verdict on an answer the server gave (CI: "the answer is
+            # empty" once), not a fault of the pipeline this test is about.
+            answered = result.success or result.error_kind in ("unparseable", "truncated")
+            assert answered, f"{result.error_kind}: {result.error}\n{_tail(log_path)}"
             assert result.model == vllm_tier.SERVED_NAME and result.completion_tokens > 0
             assert probe.feedback, "no feedback for the goal"
             stages = {f.feedback.stage_name for f in probe.feedback}

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_reasoner_ros import server
-from support.paths import ROOT
+from support.paths import SHARED
 from support.processes import ros_env
 
 PACKAGE = "cosmos_reasoner_ros"
-SHARED_WHEELS = ROOT.parent / "shared" / "ros2-python" / "wheels"
+SHARED_WHEELS = SHARED / "ros2-python" / "wheels"
 # `launch` alone may resolve to this repository's launch/ folder (a namespace package): look for submodules.
 MODULES = (
     "launch.actions",

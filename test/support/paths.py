@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -13,5 +14,8 @@ REASONER_YAML = CONFIG / "reasoner.yaml"
 SHM_PROFILE = CONFIG / "fastdds_shm.xml"
 TOOLS = ROOT / "tools"
 CACHE = ROOT / ".cache"
-SHARED_MEDIA = ROOT.parent / "shared" / "media"
+# The workspace's shared folder (media, the launch tools' wheels, Nav2's interfaces): beside the repository,
+# or where COSMOS_REASONER_SHARED says (./run exports it; a git worktree lies away from the checkout).
+SHARED = Path(os.environ.get("COSMOS_REASONER_SHARED") or ROOT.parent / "shared")
+SHARED_MEDIA = SHARED / "media"
 BENCH_RESULTS = ROOT / "bench" / "results"

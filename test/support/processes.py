@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -28,29 +30,98 @@ BENCH_DOMAIN_BASE, BENCH_DOMAINS = 81, 20
 # One lock file per test domain, held (flock) by the test session using it: with localhost discovery every
 # process of the machine on one domain sees every other, whichever session started it.
 DOMAIN_LOCKS = Path(tempfile.gettempdir()) / "cosmos-reasoner-ros-domains"
+# Every process a test session starts carries its session's mark (set by conftest.py), so that what a test
+# module left alive on its domain is found, whoever its parent is now.
+SESSION_VAR = "COSMOS_REASONER_TEST_SESSION"
+# Processes meant to outlive the module that started them (the session's shared vLLM servers, which are no ROS
+# participants) carry this mark: they neither hold a domain nor count as left alive.
+LONG_LIVED_VAR = "COSMOS_REASONER_TEST_LONG_LIVED"
+
+
+def _environ(pid: int) -> dict[str, str]:
+    """A process's environment as it started (empty for a zombie, a process gone or another user's)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def processes_on_domain(domain: str, session: str | None = None) -> list[int]:
+    """Live processes (this one left out) started on ROS domain `domain`, of one test session when given."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        env = _environ(int(entry.name))
+        if env.get("ROS_DOMAIN_ID") != domain or env.get(LONG_LIVED_VAR):
+            continue
+        if session is None or env.get(SESSION_VAR) == session:
+            found.append(int(entry.name))
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "(gone)"
+
+
+def stop_left_alive(domain: str, session: str, grace_s: float = 10.0) -> list[str]:
+    """What this session's tests left alive on `domain` (after `grace_s` to end by themselves), killed: the
+    command lines. A node left running on a released domain answered the goals of the next session that took
+    it (stop 34's CI: 'more than one action server' for the demo's goal, which then waited 300 s)."""
+    deadline = time.monotonic() + grace_s
+    while (pids := processes_on_domain(domain, session)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    killed = []
+    for pid in pids:
+        killed.append(f"{pid}: {command_line(pid)[:300]}")
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return killed
+
+
+def _last_released(domain: int) -> float:
+    try:
+        return (DOMAIN_LOCKS / f"{domain}.lock").stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 @contextmanager
 def reserved_domain(start: int, timeout_s: float = 600.0) -> Iterator[str]:
-    """A ROS_DOMAIN_ID in 1..TEST_DOMAINS that no other test session on this machine holds, trying from
-    `start` on; held until the block ends (or the process dies: the kernel drops the lock). Before, each
-    session took domains from its pid: two sessions (engineers or CI side by side) sometimes shared one, and
-    the node of one answered the triggers and goals of the other (issue 21's flakes: 'Connection refused'
-    from the other session's node pointed at a dead port, a goal ABORTED by a node that was busy)."""
+    """A ROS_DOMAIN_ID in 1..TEST_DOMAINS that no other test session on this machine holds and no live process
+    was started on; the one released longest ago (by any session), from `start` on among equals. Held until
+    the block ends (or the process dies: the kernel drops the lock). Before, each session took domains from
+    its pid: two sessions (engineers or CI side by side) sometimes shared one, and the node of one answered
+    the triggers and goals of the other (issue 21's flakes). Then sessions counting up side by side took a
+    domain the other had just released, while what ran on it was still ending (stop 34's CI)."""
     DOMAIN_LOCKS.mkdir(mode=0o777, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     while True:
-        for k in range(TEST_DOMAINS):
-            domain = 1 + (start + k) % TEST_DOMAINS
-            fd = os.open(DOMAIN_LOCKS / f"{domain}.lock", os.O_RDWR | os.O_CREAT, 0o666)  # not inherited
+        order = sorted(
+            range(1, TEST_DOMAINS + 1),
+            key=lambda d: (_last_released(d), (d - 1 - start) % TEST_DOMAINS),
+        )
+        for domain in order:
+            path = DOMAIN_LOCKS / f"{domain}.lock"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # not inherited
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 continue
+            if processes_on_domain(str(domain)):
+                os.close(fd)
+                continue
             try:
                 yield str(domain)
             finally:
+                with contextlib.suppress(OSError):
+                    os.utime(fd)  # released now: the last domain the sessions take next
                 os.close(fd)  # releases the lock
             return
         if time.monotonic() > deadline:
