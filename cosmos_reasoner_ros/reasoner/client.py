@@ -8,6 +8,9 @@ or as deltas) is kept apart from the content.
 
 Every request ends within a bound whatever the server does: the thread that waits for it watches its pace and
 size and, when one is broken, cuts its connection (connections.py), so that no blocking read outlives it.
+A stream ends when its answer does: once every choice has its finish reason, the rest of the stream (the usage
+chunk, `[DONE]`) is waited for at most STREAM_TAIL_S, then dropped with its connection; nothing in it (more
+text, garbage, an error event, silence) can discard the finished answer.
 """
 
 from __future__ import annotations
@@ -60,6 +63,10 @@ _STREAM_BYTES_PER_TOKEN = 1024
 _BODY_BYTES_PER_CHAR = 6
 _WIRE_SLACK_BYTES = 1 << 20
 _DISCOVERY_BYTES = 1 << 20  # /v1/models: a list of model cards
+# How long a finished stream's rest is waited for: vLLM sends its usage chunk and `[DONE]` right after the
+# finish chunk, in the same write or the next; a server that sends neither (nor closes) costs this much, and
+# the answer then carries no token counts (0: unknown, as from a server that never sends usage).
+STREAM_TAIL_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -348,19 +355,29 @@ class ReasonerClient:
         )
         worker.start()
         acc = _Accumulator(model, max_chars, max_tokens)
+        finished_at: float | None = None  # when every choice had its finish reason: the answer is whole
         try:
             while True:
                 if cancel is not None and cancel.is_set():
                     raise RequestCancelled("cancelled while the request was in flight")
                 left = self._deadline_left(start)
-                if left <= 0:
+                if left <= 0 and finished_at is None:
                     limit = self.settings.total_timeout_s
                     raise RequestTimeout(f"no complete answer within {limit:g} s, the request's total limit")
-                try:
-                    kind, payload = events.get(timeout=min(_POLL_S, left))
+                tail_ends = math.inf if finished_at is None else finished_at + STREAM_TAIL_S
+                tail_left = tail_ends - time.monotonic()
+                try:  # what is queued is taken first, also past a bound (a stalled watcher loses nothing)
+                    kind, payload = events.get(timeout=max(0.0, min(_POLL_S, left, tail_left)))
                 except queue.Empty:
                     kind, payload = "", None
                 now = time.monotonic()
+                if finished_at is not None:  # the answer is whole: only its usage is waited for
+                    if kind == "chunk":
+                        acc.take_usage(payload)
+                    over = now >= finished_at + STREAM_TAIL_S or self._deadline_left(start) <= 0
+                    if over or acc.usage_seen or kind in ("end", "error"):
+                        return acc.finish(now - start)  # the rest is dropped with the connection (finally)
+                    continue
                 pace.look(now)
                 if kind == "chunk":
                     # The text is copied for on_text once a chunk: quadratic in the chunks, which the line's
@@ -373,6 +390,11 @@ class ReasonerClient:
                     finally:  # past the size bound too: the text up to the bound is the partial answer
                         if (grew or acc.over) and on_text is not None:
                             on_text(acc.partial_text())
+                    if acc.finished:
+                        finished_at = now
+                        if acc.usage_seen:  # the finish chunk carried the usage: nothing more to wait for
+                            return acc.finish(now - start)
+                        continue  # its pace no longer matters
                 elif kind:
                     if kind == "response":
                         return acc.from_response(payload, now - start)
@@ -465,20 +487,36 @@ class _Accumulator:
         self.ttft_s = 0.0
         self.started = False
         self.choices_seen = False
+        self.usage_seen = False
+        self.unfinished: set[Any] = set()  # the indices of choices seen without their finish reason yet
+        self.closed: set[Any] = set()  # those with it
+
+    @property
+    def finished(self) -> bool:
+        """Whether every choice seen has its finish reason: the answer is whole, whatever follows."""
+        return self.finish_reason is not None and not self.unfinished
+
+    def take_usage(self, chunk: Any) -> None:
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage_seen = True
+            self.prompt_tokens = _count(getattr(usage, "prompt_tokens", 0))
+            self.completion_tokens = _count(getattr(usage, "completion_tokens", 0))
+            self.cached_tokens = _cached_tokens(usage)
 
     def add(self, chunk: Any, elapsed: float) -> list[int]:
         """Take one chunk; the characters of each text piece it carried. AnswerTooLarge once the text passes
         max_chars: what came up to the bound is kept (partial_text), nothing beyond it."""
         if getattr(chunk, "model", None):
             self.model = chunk.model
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            self.prompt_tokens = _count(getattr(usage, "prompt_tokens", 0))
-            self.completion_tokens = _count(getattr(usage, "completion_tokens", 0))
-            self.cached_tokens = _cached_tokens(usage)
+        self.take_usage(chunk)
         pieces: list[int] = []
         for choice in getattr(chunk, "choices", None) or []:
             self.choices_seen = True
+            index = getattr(choice, "index", 0)
+            if index in self.closed:
+                continue  # a finished choice takes nothing more
+            self.unfinished.add(index)
             delta = getattr(choice, "delta", None)
             for text, kept in (
                 (_reasoning_of(delta), self.reasoning),
@@ -498,6 +536,8 @@ class _Accumulator:
             finish = getattr(choice, "finish_reason", None)
             if finish:
                 self.finish_reason = str(finish)
+                self.unfinished.discard(index)
+                self.closed.add(index)
         if pieces and not self.started:
             self.started = True
             self.ttft_s = elapsed

@@ -70,7 +70,14 @@ class ScriptedReply:
     - `drop_after_chunks`: streamed, the connection closed after this many text chunks.
     - `cut_after_bytes` (truncated): the connection closed after this many bytes of the body (an unstreamed
       body's Content-Length still announces all of it; a stream may be cut inside an event).
-    - `stream_error`: an error event in the stream after the text, like vLLM on a failure.
+    - `stream_error`: an error event in the stream after the text, in place of its finish chunk (and usage
+      chunk), then `[DONE]`: how vLLM ends a streamed answer that failed during generation.
+    After the finish chunk (streamed):
+    - `after_finish`: what follows the finish chunk, in place of vLLM's usage chunk (when asked) and `[DONE]`;
+      steps in order, each after `after_finish_delay_s`, then the connection closed: "usage" (the usage
+      chunk), "done" (`[DONE]`), "text" (one more content chunk, which no client should take), "garbage" (a
+      data line that is not JSON), "error" (an error event), "hang" (nothing more until the client leaves).
+      None: as vLLM; () closes the connection right after the finish chunk.
     """
 
     text: str = "<think>\nscripted\n</think>\n\nscripted answer"
@@ -96,11 +103,20 @@ class ScriptedReply:
     huge_answer_bytes: int = 0
     garbage: str = ""
     cut_after_bytes: int = 0
+    after_finish: tuple[str, ...] | None = None
+    after_finish_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.after_finish is not None:  # a reply file's list
+            object.__setattr__(self, "after_finish", tuple(self.after_finish))
+            unknown = set(self.after_finish) - set(AFTER_FINISH_STEPS)
+            if unknown:
+                steps = ", ".join(AFTER_FINISH_STEPS)
+                raise ValueError(f"after_finish steps: {steps}; got {sorted(unknown)}")
         if self.keepalive_interval_s <= 0:
             raise ValueError(f"keepalive_interval_s must be > 0, got {self.keepalive_interval_s}")
         waits = (self.delay_s, self.chunk_delay_s, self.first_token_delay_s, self.keepalive_s)
+        waits += (self.after_finish_delay_s,)
         if min(*waits, self.header_byte_delay_s, self.body_byte_delay_s) < 0:
             raise ValueError("delays must be >= 0")
         if min(self.huge_answer_bytes, self.cut_after_bytes, self.chunks, self.drop_after_chunks) < 0:
@@ -115,6 +131,7 @@ class ScriptedReply:
         return cls(**data)
 
 
+AFTER_FINISH_STEPS = ("usage", "done", "text", "garbage", "error", "hang")
 ReplySource = Sequence[ScriptedReply] | Callable[[dict[str, Any]], ScriptedReply]
 # How a vLLM release fails a request whose grammar its engine cannot compile (vLLM accepts it first):
 # 0.26-0.31 stream a role chunk and `[DONE]` (no finish reason, no error event), 0.32 and later a role chunk,
@@ -393,9 +410,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self._keepalive(reply, b": keep-alive\n\n")
         texts = 0
-        for index, event in enumerate(_stream_events(reply, self.scripted.model, include_usage)):
-            if reply.stream_error and not event.get("choices"):
-                break  # the error event replaces the usage chunk
+        usage: dict[str, Any] = {}
+        for index, event in enumerate(_stream_events(reply, self.scripted.model, True)):
+            finished = bool(event.get("choices")) and event["choices"][0]["finish_reason"] is not None
+            if reply.stream_error and (finished or not event.get("choices")):
+                break  # the error event replaces the finish and usage chunks
+            if not event.get("choices"):
+                usage = event  # the last event
+                if not include_usage or reply.after_finish is not None:
+                    break
             self._body(b"data: " + json.dumps(event).encode() + b"\n\n")
             delta = event["choices"][0]["delta"] if event.get("choices") else {}
             texts += bool(delta.get("content") or delta.get("reasoning"))
@@ -407,7 +430,27 @@ class _Handler(BaseHTTPRequestHandler):
                 self._wait(reply.chunk_delay_s)
         if reply.stream_error:
             self._body(b"data: " + json.dumps(_error_body(500, reply.stream_error)).encode() + b"\n\n")
-        self._body(b"data: [DONE]\n\n")
+        if reply.after_finish is None or reply.stream_error:
+            self._body(b"data: [DONE]\n\n")
+            return
+        for step in reply.after_finish:
+            self._wait(reply.after_finish_delay_s)
+            self._after_finish(step, usage)
+
+    def _after_finish(self, step: str, usage: dict[str, Any]) -> None:
+        """One step of `after_finish`; `usage` is the usage chunk vLLM would send."""
+        if step == "hang":
+            self._wait(math.inf)
+        more = {"index": 0, "delta": {"content": " more"}, "finish_reason": None}
+        event: Any = {
+            "usage": usage,
+            "done": "[DONE]",
+            "text": {**{k: v for k, v in usage.items() if k != "usage"}, "choices": [more]},
+            "garbage": "{not json",
+            "error": _error_body(500, "an error after the finish"),
+        }[step]
+        data = event if isinstance(event, str) else json.dumps(event)
+        self._body(b"data: " + data.encode() + b"\n\n")
 
     def _unstreamed(self, reply: ScriptedReply) -> None:
         huge = reply.huge_answer_bytes
