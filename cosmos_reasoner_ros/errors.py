@@ -174,6 +174,23 @@ class TruncatedAnswer(ParseError):
     kind = "truncated"
 
 
+class IncompleteAnswer(ParseError):
+    """A structured answer that is not whole, whatever the finish reason: a JSON value opened and never
+    closed, a <think> block never closed, text after the value, or several values where one is due."""
+
+    kind = "incomplete"
+
+
+class SchemaViolation(ParseError):
+    """One whole JSON value that the schema sent with the request refuses: the server did not enforce it."""
+
+    kind = "schema_invalid"
+
+
+# The error kinds of an answer that arrived but is not usable: the server answered (a parse rate counts them).
+ANSWER_ERROR_KINDS = (ParseError.kind, TruncatedAnswer.kind, IncompleteAnswer.kind, SchemaViolation.kind)
+
+
 class BusyError(ReasonerError):
     """Too many requests in flight for this camera group; the trigger was rejected."""
 

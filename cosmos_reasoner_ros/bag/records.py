@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
+from cosmos_reasoner_ros.errors import ANSWER_ERROR_KINDS
 from cosmos_reasoner_ros.geometry import (
     Box2D,
     Point2D,
@@ -206,7 +207,7 @@ class ResultRecord:
     @property
     def answered(self) -> bool:
         """The server gave an answer (parsed or not): what the parse rate is counted over."""
-        return self.success or self.error_kind in ("unparseable", "truncated")
+        return self.success or self.error_kind in ANSWER_ERROR_KINDS
 
     def answered_as(self, kind: str) -> bool:
         """A successful answer that holds the shape a label of this kind compares with (points, boxes,

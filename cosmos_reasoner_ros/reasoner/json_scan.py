@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["json_values"]
+__all__ = ["decode_value", "json_values"]
 
 _MAX_JSON_ATTEMPTS = 400  # decode attempts per answer: bounds the work on pathological text
 _MAX_RELAXED_ATTEMPTS = 16  # of which relaxed ones (a Python-level bracket scan each)
@@ -27,6 +27,12 @@ def json_values(text: str) -> list[Any]:
         if values:
             return values
     return _scan(text)
+
+
+def decode_value(text: str, start: int, relaxed: bool = True) -> tuple[Any, int]:
+    """The JSON value starting at text[start] (a bracket), strictly, else (when `relaxed`) in the relaxed
+    forms; (value, index after it), or (None, start) when there is none."""
+    return _decode_at(json.JSONDecoder(), text, start, relaxed)
 
 
 def _scan(text: str) -> list[Any]:

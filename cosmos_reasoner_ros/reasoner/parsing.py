@@ -17,12 +17,20 @@ import json
 import math
 import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cosmos_reasoner_ros.errors import ParseError, ServerError, ServerUnavailable, TruncatedAnswer
+from cosmos_reasoner_ros.errors import (
+    IncompleteAnswer,
+    ParseError,
+    SchemaViolation,
+    ServerError,
+    ServerUnavailable,
+    TruncatedAnswer,
+)
 from cosmos_reasoner_ros.geometry import NORM_MAX, Box2D, Point2D, Trajectory, norm_to_pixel
+from cosmos_reasoner_ros.reasoner.completeness import open_tags, whole_values
 from cosmos_reasoner_ros.reasoner.json_scan import json_values
 
 ANSWER_KINDS = ("text", "points", "boxes", "segments", "choice")
@@ -120,10 +128,16 @@ def parse_answer(
     height: int | None = None,
     finish_reason: str | None = None,
     reasoning: str | None = None,
+    schema: Mapping[str, Any] | None = None,
 ) -> ParsedAnswer:
     """Parse a Reasoner answer of one kind; raises ParseError (TruncatedAnswer for finish_reason length or
     repetition), ServerUnavailable for abort (vLLM ends the answers in flight so when it stops or loses an
-    engine core: seen with data parallelism, one engine killed), ServerError for error."""
+    engine core: seen with data parallelism, one engine killed), ServerError for error.
+
+    Whole answers only, whatever the finish reason (completeness.py): the JSON of a points, boxes or segments
+    answer (and of a choice written as JSON) must be complete, and its <think> / <answer> blocks closed, else
+    IncompleteAnswer. `schema`: the JSON schema the request carried as structured output; then the answer must
+    be exactly one JSON value that the schema accepts (SchemaViolation otherwise)."""
     if not isinstance(text, str):
         raise ParseError(f"the answer must be text, got {type(text).__name__}")
     if answer_kind not in ANSWER_KINDS:
@@ -151,26 +165,37 @@ def parse_answer(
         # an <answer> block follows the thinking.
         found_reasoning, answer = split_reasoning("<think>\n" + reasoning)
         try:
-            return _parse_kind(reasoning, found_reasoning, answer, answer_kind, size)
+            return _parse_kind(reasoning, found_reasoning, answer, answer_kind, size, schema)
         except ParseError as err:
+            if isinstance(err, IncompleteAnswer | SchemaViolation):
+                raise type(err)(f"the content is empty; in the reasoning: {err}", raw=reasoning) from None
             raise ParseError(
                 f"the content is empty and the reasoning holds no answer: {err}", raw=reasoning
             ) from None
+    if answer_kind != "text":
+        open_tags(text)
     if not answer:
         raise ParseError("the answer is empty" + (" (only reasoning)" if found_reasoning else ""), raw=text)
-    return _parse_kind(text, found_reasoning, answer, answer_kind, size)
+    return _parse_kind(text, found_reasoning, answer, answer_kind, size, schema)
 
 
 def _parse_kind(
-    raw: str, reasoning: str | None, answer: str, answer_kind: str, size: tuple[int, int] | None
+    raw: str,
+    reasoning: str | None,
+    answer: str,
+    answer_kind: str,
+    size: tuple[int, int] | None,
+    schema: Mapping[str, Any] | None = None,
 ) -> ParsedAnswer:
-    """The answer text read as its kind (points, boxes, segments, a choice, or text as it is)."""
+    """The answer text read as its kind (points, boxes, segments, a choice, or text as it is), from whole
+    JSON only (completeness.whole_values)."""
     result = ParsedAnswer(raw=raw, reasoning=reasoning, answer=answer, answer_kind=answer_kind)
     if answer_kind == "text":
         return result
+    values = whole_values(answer, schema, raw)
     if answer_kind == "choice":
-        return replace(result, choice=parse_choice(answer, raw=raw))
-    values = json_values(answer)
+        text = json.dumps(values[0]) if schema is not None else answer
+        return replace(result, choice=parse_choice(text, raw=raw))
     if answer_kind == "points":
         return replace(result, trajectories=_trajectories(values, size, raw))
     if answer_kind == "boxes":

@@ -332,6 +332,8 @@ class Pipeline:
             height=height or None,
             finish_reason=completion.finish_reason,
             reasoning=completion.reasoning,
+            # The schema the server was asked to hold the answer to: the answer must be one value it accepts.
+            schema=task.json_schema if request.structured else None,
         )
         return self._outcome(p, success=True, parsed=parsed)
 

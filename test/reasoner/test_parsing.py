@@ -218,7 +218,7 @@ def test_points_without_image_size_have_no_pixels() -> None:
         "```json\n[{'point_2d': [500, 500], 'label': 'g',},]\n```",  # Python quotes, trailing commas
         '{"points": [{"x": 500, "y": 500}], "label": "g"}',
         '{"trajectory": [{"point_2d": [500, 500], "label": "g"}]}',  # a wrapper object
-        '```json\n[{"point_2d": [500, 500], "label": "g"}',  # fence never closed
+        '```json\n[{"point_2d": [500, 500], "label": "g"}]',  # fence never closed, the value whole
     ],
 )
 def test_point_variants(answer: str) -> None:
