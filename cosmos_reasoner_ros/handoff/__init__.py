@@ -5,6 +5,8 @@ scored against a labelled one (scoring). Above requests, below the node: node/ha
 (nav2_msgs, IsPathValid, ~/handoff/*); the bag tools rehearse it."""
 
 from cosmos_reasoner_ros.handoff.decision import (
+    FEEDBACK_PERIOD_S,
+    STOPPED,
     CancelGoal,
     Command,
     Handoff,
@@ -14,13 +16,21 @@ from cosmos_reasoner_ros.handoff.decision import (
     ValidatePath,
 )
 from cosmos_reasoner_ros.handoff.gates import GATE_NAMES
-from cosmos_reasoner_ros.handoff.ground_path import PathLimits, answer_trajectory, ground_path
+from cosmos_reasoner_ros.handoff.ground_path import (
+    BACKWARD_TOLERANCE_M,
+    NEAR_FRACTION,
+    PathLimits,
+    answer_trajectory,
+    camera_intrinsics,
+    ground_path,
+)
 from cosmos_reasoner_ros.handoff.scoring import PathScore, score_path_against_label
 from cosmos_reasoner_ros.handoff.settings import (
     ACTIONS,
     HANDOFF_PARAMETERS,
     MODES,
     ON_REFUSAL,
+    ON_STOP,
     HandoffSettings,
     read_settings,
     settings_problems,
@@ -28,10 +38,15 @@ from cosmos_reasoner_ros.handoff.settings import (
 
 __all__ = [
     "ACTIONS",
+    "BACKWARD_TOLERANCE_M",
+    "FEEDBACK_PERIOD_S",
     "GATE_NAMES",
     "HANDOFF_PARAMETERS",
     "MODES",
+    "NEAR_FRACTION",
     "ON_REFUSAL",
+    "ON_STOP",
+    "STOPPED",
     "CancelGoal",
     "Command",
     "Handoff",
@@ -43,6 +58,7 @@ __all__ = [
     "Step",
     "ValidatePath",
     "answer_trajectory",
+    "camera_intrinsics",
     "ground_path",
     "read_settings",
     "score_path_against_label",

@@ -11,13 +11,20 @@ sequences):
 - A newer answer that is refused leaves the goal in flight or cancels it (handoff.on_refusal).
 - Each answer the handoff takes gets exactly one first decision (its ReasonerResult's), and every goal sent
   ends in exactly one goal event (rejected, succeeded, failed, canceled or preempted) once Nav2 reports it.
-- Bounded: groups awaiting agreement and goals awaiting their result are few; the oldest go first."""
+- Bounded: groups awaiting agreement and goals awaiting their result are few; the oldest go first.
+- Discovery: for discovery_timeout_s after activate (a fresh process takes 0.1-3 s to see a server), a
+  path whose Nav2 action server (or IsPathValid) is not discovered yet waits for it (a `waiting` decision)
+  instead of being refused; the age gate still holds it to max_age_s.
+- Stop (deactivate, cleanup, shutdown): nothing is taken, proposed or sent until activate; under on_stop
+  cancel the goal in flight is cancelled (its end still comes back as a goal event).
+- Feedback: each goal's feedback is a decision at most every FEEDBACK_PERIOD_S (steady clock)."""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,6 +44,9 @@ GOAL_STATUSES = ("succeeded", "aborted", "canceled", "unknown")
 # Error kinds of requests that never asked the Reasoner (errors.py): a trigger refused while busy or invalid,
 # a request cancelled by its caller or at shutdown. They say nothing about the scene.
 NOT_ANSWERS = frozenset({BusyError.kind, TaskError.kind, RequestCancelled.kind})
+FEEDBACK_PERIOD_S = 0.5  # [s] a goal's feedback is published as a decision at most this often (2 Hz)
+STOPPED = "stopped"  # the refusals counted without a failed gate: the node stopped before the path was sent
+_WAIT_SEND, _WAIT_VALIDATE = "send", "validate"  # what a path waiting for discovery goes on to
 
 
 @dataclass(frozen=True)
@@ -91,8 +101,9 @@ class _Answer:
 @dataclass
 class _Proposal:
     answer: _Answer
-    stage: str  # K.VALIDATING or K.AWAITING_CONFIRMATION
+    stage: str  # K.VALIDATING, K.AWAITING_CONFIRMATION, or K.WAITING (for discovery: `then` next)
     since_ns: int
+    then: str = ""
 
 
 @dataclass
@@ -102,6 +113,7 @@ class _Goal:
     cancel_requested: bool = False
     distance: float = 0.0
     speed: float = 0.0
+    feedback_at: float | None = None  # the steady clock's time of the last feedback decision
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,7 @@ class HandoffStatus:
     """What /diagnostics shows of the handoff."""
 
     counts: dict[str, int]
+    refused: dict[str, int]  # refusals by the gate that failed (STOPPED: the node stopped first)
     last: HandoffDecision | None
     goal: str  # the request id of the goal in flight; "" none
     goal_state: str  # "sending", "active", "cancelling" or ""
@@ -126,13 +139,24 @@ class Handoff:
         settings: HandoffSettings,
         server_problem: Callable[[], str] = lambda: "",
         camera: str = "",
+        path_valid_problem: Callable[[], str] = lambda: "",
+        clock: Callable[[], float] = time.monotonic,
+        discoverable: bool = True,
     ) -> None:
+        """`server_problem`, `path_valid_problem`: why no goal can be sent, no IsPathValid asked now ("":
+        there); `clock`: steady seconds (discovery, feedback); `discoverable`: a missing server may yet be
+        discovered (False: nav2_msgs is absent, nothing waits). Made active: as after activate."""
         self.settings = settings
         self.camera = camera or settings.camera
         self.plane = settings.ground_plane()
         self.limits = settings.path_limits()
         self._tasks = frozenset(settings.task_names())
         self._server_problem = server_problem  # why no goal can be sent now ("": the server is there)
+        self._path_valid_problem = path_valid_problem
+        self._clock = clock
+        self._discoverable = discoverable
+        self._active_since = clock()
+        self._stopped = False
         self._lock = threading.RLock()
         self._groups: collections.OrderedDict[str, list[_Answer]] = collections.OrderedDict()
         self._proposal: _Proposal | None = None
@@ -140,6 +164,7 @@ class Handoff:
         self._old_goals: collections.OrderedDict[str, _Goal] = collections.OrderedDict()
         self._latest_ns = 0  # the clip end of the newest path sent or proposed
         self._counts: collections.Counter[str] = collections.Counter()
+        self._refused: collections.Counter[str] = collections.Counter()
         self._last: HandoffDecision | None = None
         self._last_result: HandoffDecision | None = None
 
@@ -149,15 +174,18 @@ class Handoff:
         """The handoff decides about answers of its tasks on its camera (a request that got no clip: asked of
         its camera, or of every camera). A request that never asked the Reasoner (busy, invalid, cancelled)
         is no answer: nothing is decided about it, and the goal in flight is left as it is."""
-        if outcome.task not in self._tasks or outcome.error_kind in NOT_ANSWERS:
+        if self._stopped or outcome.task not in self._tasks or outcome.error_kind in NOT_ANSWERS:
             return False
         if outcome.answer_camera:
             return outcome.answer_camera == self.camera
         return not outcome.cameras or self.camera in outcome.cameras
 
-    def consider(self, outcome: Outcome, now_ns: int, intrinsics: Intrinsics | None, frame_id: str) -> Step:
+    def consider(
+        self, outcome: Outcome, now_ns: int, intrinsics: Intrinsics | str | None, frame_id: str
+    ) -> Step:
         """An outcome as it is published (after the node's geometric checks): its first decision, and what to
-        do. Nothing for an outcome the handoff does not take."""
+        do. Nothing for an outcome the handoff does not take (nor while stopped). `intrinsics`: the camera's
+        (None: no CameraInfo yet; a string: why the newest is unusable)."""
         if not self.takes(outcome):
             return Step()
         s = self.settings
@@ -174,6 +202,8 @@ class Handoff:
             if answer.passed and not isinstance(made, str):
                 answer.path = made
         with self._lock:
+            if self._stopped:  # stopped while the path was made
+                return Step()
             if s.agreement_answers > 1:
                 return self._record(self._gather(answer, now_ns))
             if not answer.passed:
@@ -227,12 +257,15 @@ class Handoff:
 
     def tick(self, now_ns: int) -> Step:
         """The clock: a validation unanswered for server_timeout_s, a proposal unconfirmed until its answer is
-        older than max_age_s, and a clip's answers still incomplete then, are refused."""
+        older than max_age_s, and a clip's answers still incomplete then, are refused; a path waiting for
+        discovery goes on once its server is there, or is refused when the window or its age ran out."""
         s = self.settings
         step = Step()
         with self._lock:
             proposal = self._proposal
-            if proposal is not None:
+            if proposal is not None and proposal.stage == K.WAITING:
+                step += self._discovered(proposal, now_ns)
+            elif proposal is not None:
                 answer = proposal.answer
                 if proposal.stage == K.VALIDATING and now_ns - proposal.since_ns > seconds_to_ns(
                     s.server_timeout_s
@@ -278,11 +311,20 @@ class Handoff:
                 step += Step(commands=(CancelGoal(request_id),))
             return self._record(step)
 
-    def goal_feedback(self, request_id: str, distance_to_goal: float, speed: float) -> None:
+    def goal_feedback(self, request_id: str, distance_to_goal: float, speed: float, now_ns: int) -> Step:
+        """Nav2's feedback about a goal: kept for /diagnostics, and a goal_feedback decision at most every
+        FEEDBACK_PERIOD_S per goal (Nav2 sends it at its controller's rate, 20 Hz and more)."""
         with self._lock:
             goal = self._find_goal(request_id)
-            if goal is not None:
-                goal.distance, goal.speed = float(distance_to_goal), float(speed)
+            if goal is None:
+                return Step()
+            goal.distance, goal.speed = float(distance_to_goal), float(speed)
+            now = self._clock()
+            if goal.feedback_at is not None and now - goal.feedback_at < FEEDBACK_PERIOD_S:
+                return Step()
+            goal.feedback_at = now
+            why = f"{goal.distance:.2f} m to go at {goal.speed:.2f} m/s"
+            return self._record(self._goal_event(goal, K.GOAL_FEEDBACK, why, now_ns))
 
     def goal_result(self, request_id: str, status: str, error_code: int, error_msg: str, now_ns: int) -> Step:
         """The goal's end: status "succeeded", "aborted", "canceled" (or "unknown"), with Nav2's error_code
@@ -307,6 +349,49 @@ class Handoff:
             )
             return self._record(step)
 
+    def activate(self) -> None:
+        """After lifecycle activate: answers are taken again, and the discovery window starts anew."""
+        with self._lock:
+            self._stopped, self._active_since = False, self._clock()
+
+    def discovering(self) -> bool:
+        """Within discovery_timeout_s of activate: a server not seen yet may only be undiscovered."""
+        return self._discoverable and self._clock() - self._active_since < self.settings.discovery_timeout_s
+
+    def stop(self, now_ns: int, why: str) -> Step:
+        """The node stops (`why`: deactivate, cleanup, shutdown): nothing is taken or sent until activate; a
+        path waiting (agreement, discovery, validation, confirmation) is refused; under on_stop cancel the
+        goal in flight is cancelled (dry run: would_cancel). Once: a second stop does nothing."""
+        with self._lock:
+            if self._stopped:
+                return Step()
+            self._stopped = True
+            step = Step()
+            reason = f"the node stopped ({why}) before it was sent"
+            for clip_id in list(self._groups):
+                answer = self._groups.pop(clip_id)[-1]
+                step += self._decide(answer, K.REFUSED, reason, now_ns)
+            if self._proposal is not None:
+                step += self._decide(self._proposal.answer, K.REFUSED, reason, now_ns)
+                self._proposal = None
+            goal = self._goal
+            if self.settings.on_stop == "cancel" and goal is not None and not goal.cancel_requested:
+                why_cancel = f"the node stops ({why}); on_stop is cancel"
+                if self.settings.dry_run:
+                    self._goal = None
+                    step += self._goal_event(goal, K.WOULD_CANCEL, why_cancel, now_ns)
+                else:
+                    goal.cancel_requested = True
+                    step += self._goal_event(goal, K.CANCEL, why_cancel, now_ns)
+                    if goal.accepted:  # else once its response comes (goal_response)
+                        step += Step(commands=(CancelGoal(goal.answer.request_id),))
+            return self._record(step)
+
+    def goal_in_flight(self) -> bool:
+        """A goal was sent and Nav2 has not ended it (nor rejected it) yet."""
+        with self._lock:
+            return self._goal is not None and not self.settings.dry_run
+
     def status(self) -> HandoffStatus:
         with self._lock:
             goal = self._goal
@@ -315,6 +400,7 @@ class Handoff:
                 state = "cancelling" if goal.cancel_requested else ("active" if goal.accepted else "sending")
             return HandoffStatus(
                 counts=dict(self._counts),
+                refused=dict(self._refused),
                 last=self._last,
                 goal=goal.answer.request_id if goal else "",
                 goal_state=state,
@@ -386,19 +472,54 @@ class Handoff:
             self._proposal = None
         self._latest_ns = answer.observed_ns
         if s.validate_path:
-            self._proposal = _Proposal(answer, K.VALIDATING, now_ns)
-            assert answer.path is not None
-            return (
-                step
-                + self._decide(
-                    answer, K.VALIDATING, f"asking IsPathValid on {s.is_path_valid_service}", now_ns
-                )
-                + Step(commands=(ValidatePath(answer.request_id, answer.path),))
-            )
+            return step + self._validate(answer, now_ns)
         if s.confirm:
             self._proposal = _Proposal(answer, K.AWAITING_CONFIRMATION, now_ns)
             return step + self._awaiting(answer, now_ns)
         return step + self._send(answer, now_ns)
+
+    def _validate(self, answer: _Answer, now_ns: int) -> Step:
+        """Ask IsPathValid; while it is not discovered yet (within the window), wait for it."""
+        s = self.settings
+        problem = self._path_valid_problem()
+        if problem and self.discovering():
+            return self._wait(answer, _WAIT_VALIDATE, f"IsPathValid on {s.is_path_valid_service}", now_ns)
+        if problem:
+            answer.gates.append(gates.path_valid_gate(None, (), problem))
+            return self._refuse(answer, now_ns)
+        self._proposal = _Proposal(answer, K.VALIDATING, now_ns)
+        assert answer.path is not None
+        return self._decide(
+            answer, K.VALIDATING, f"asking IsPathValid on {s.is_path_valid_service}", now_ns
+        ) + Step(commands=(ValidatePath(answer.request_id, answer.path),))
+
+    def _wait(self, answer: _Answer, then: str, what: str, now_ns: int) -> Step:
+        self._proposal = _Proposal(answer, K.WAITING, now_ns, then)
+        left = max(0.0, self.settings.discovery_timeout_s - (self._clock() - self._active_since))
+        return self._decide(
+            answer,
+            K.WAITING,
+            f"waiting up to {left:.1f} s more for {what} to be discovered (discovery_timeout_s "
+            f"{self.settings.discovery_timeout_s:g} s after activate)",
+            now_ns,
+        )
+
+    def _discovered(self, proposal: _Proposal, now_ns: int) -> Step:
+        """A path waiting for discovery: on once its server is there; refused when its age or the window ran
+        out (at age, or at the gate of the server still absent)."""
+        answer, s = proposal.answer, self.settings
+        validating = proposal.then == _WAIT_VALIDATE
+        problem = self._path_valid_problem() if validating else self._server_problem()
+        if problem and ns_to_seconds(now_ns - answer.observed_ns) > s.max_age_s:
+            self._proposal = None
+            answer.gates.append(gates.age_gate(answer.observed_ns, now_ns, s.max_age_s))
+            return self._refuse(answer, now_ns)
+        if problem and self.discovering():
+            return Step()
+        self._proposal = None
+        if validating:
+            return self._validate(answer, now_ns)
+        return self._send(answer, now_ns, recheck=True)
 
     def _awaiting(self, answer: _Answer, now_ns: int) -> Step:
         return self._decide(
@@ -420,7 +541,10 @@ class Handoff:
         if s.dry_run:
             self._goal = _Goal(answer, accepted=True)
             return self._decide(answer, K.WOULD_SEND, "every gate passed (dry run: nothing sent)", now_ns)
-        answer.gates.append(gates.server_gate(self._server_problem(), s.action))
+        problem = self._server_problem()
+        if problem and self.discovering():
+            return self._wait(answer, _WAIT_SEND, f"the Nav2 action server {s.action}", now_ns)
+        answer.gates.append(gates.server_gate(problem, s.action))
         if not answer.passed:
             return self._refuse(answer, now_ns, cancel=False)
         previous = self._goal
@@ -517,5 +641,9 @@ class Handoff:
     def _record(self, step: Step) -> Step:
         for decision in step.decisions:
             self._counts[decision.decision] += 1
-            self._last = decision
+            if decision.decision == K.REFUSED:
+                failed = decision.failed_gate
+                self._refused[failed.name if failed else STOPPED] += 1
+            if decision.decision != K.GOAL_FEEDBACK:  # the last decision shown is not drowned by feedback
+                self._last = decision
         return step

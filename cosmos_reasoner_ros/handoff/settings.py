@@ -22,6 +22,7 @@ __all__ = [
     "HANDOFF_PARAMETERS",
     "MODES",
     "ON_REFUSAL",
+    "ON_STOP",
     "HandoffSettings",
     "read_settings",
     "settings_problems",
@@ -32,6 +33,7 @@ MODES = ("none", "dry_run", "follow_path", "navigate_to_pose")
 ACTIONS = ("follow_path", "navigate_to_pose")  # the modes that send goals to Nav2
 DEFAULT_ACTION_NAMES = {"follow_path": "/follow_path", "navigate_to_pose": "/navigate_to_pose"}
 ON_REFUSAL = ("keep", "cancel")
+ON_STOP = ("cancel", "keep")
 NO_CHECKS = "none"
 
 
@@ -46,6 +48,7 @@ class HandoffSettings:
     camera_pitch_deg: float = 0.0
     path_spacing_m: float = 0.1
     max_path_length_m: float = 3.0
+    min_path_length_m: float = 0.2
     max_start_distance_m: float = 1.5
     max_range_m: float = 6.0
     max_age_s: float = 1.0
@@ -59,12 +62,14 @@ class HandoffSettings:
     path_valid_unknown_is_obstacle: bool = False
     confirm: bool = False
     on_refusal: str = "keep"
+    on_stop: str = "cancel"
     action_name: str = ""
     controller_id: str = ""
     goal_checker_id: str = ""
     progress_checker_id: str = ""
     behavior_tree: str = ""
     server_timeout_s: float = 2.0
+    discovery_timeout_s: float = 5.0
 
     @property
     def enabled(self) -> bool:
@@ -90,7 +95,11 @@ class HandoffSettings:
 
     def path_limits(self) -> PathLimits:
         return PathLimits(
-            self.path_spacing_m, self.max_path_length_m, self.max_start_distance_m, self.max_range_m
+            self.path_spacing_m,
+            self.max_path_length_m,
+            self.max_start_distance_m,
+            self.max_range_m,
+            self.min_path_length_m,
         )
 
     def task_names(self) -> tuple[str, ...]:
@@ -132,6 +141,11 @@ HANDOFF_PARAMETERS: dict[str, tuple[Any, str]] = {
     "max_path_length_m": (
         _DEFAULTS.max_path_length_m,
         "[m] a longer path is cropped to its first max_path_length_m",
+    ),
+    "min_path_length_m": (
+        _DEFAULTS.min_path_length_m,
+        "[m] ground_path gate: a shorter path (after near-repeated points, closer than a quarter of "
+        "path_spacing_m, collapsed; cropped and resampled) is refused; at least 2 distinct poses always",
     ),
     "max_start_distance_m": (
         _DEFAULTS.max_start_distance_m,
@@ -181,6 +195,11 @@ HANDOFF_PARAMETERS: dict[str, tuple[Any, str]] = {
         "a newer answer refused (stale, failed, any gate; not a busy or cancelled trigger): keep the goal in "
         "flight, or cancel it",
     ),
+    "on_stop": (
+        _DEFAULTS.on_stop,
+        "the node stops (lifecycle deactivate, cleanup, shutdown; SIGINT, SIGTERM): cancel the goal it sent "
+        "and wait up to server_timeout_s for Nav2's answer (on ~/handoff/decision), or keep it running",
+    ),
     "action_name": (
         _DEFAULTS.action_name,
         "the Nav2 action's name; empty: /follow_path or /navigate_to_pose (by mode)",
@@ -200,7 +219,12 @@ HANDOFF_PARAMETERS: dict[str, tuple[Any, str]] = {
     ),
     "server_timeout_s": (
         _DEFAULTS.server_timeout_s,
-        "[s] longest wait for IsPathValid's answer; Nav2 absent this long after start: one warning",
+        "[s] longest wait for an answer of Nav2: IsPathValid's, and a goal's end after the cancel at stop",
+    ),
+    "discovery_timeout_s": (
+        _DEFAULTS.discovery_timeout_s,
+        "[s] after activate, a path waits this long for the Nav2 action server (and IsPathValid) to be "
+        "discovered before it is refused at server (path_valid); still absent then: one warning",
     ),
 }
 assert set(HANDOFF_PARAMETERS) == {f.name for f in fields(HandoffSettings)}
@@ -217,8 +241,10 @@ RANGES: dict[str, tuple[float, float]] = {
     "agreement_max_spread_m": (0.0, 1000.0),
     "path_valid_max_cost": (1, 255),
     "server_timeout_s": (0.05, 600.0),
+    "min_path_length_m": (0.0, 1000.0),
+    "discovery_timeout_s": (0.0, 600.0),
 }
-CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "on_refusal": ON_REFUSAL}
+CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "on_refusal": ON_REFUSAL, "on_stop": ON_STOP}
 
 
 def read_settings(declare: Callable[[str, Any, str], Any]) -> HandoffSettings:
@@ -254,6 +280,11 @@ def settings_problems(
         problems.append(
             f"{PREFIX}camera_height_m: set it to the camera's optical centre above the ground (> 0 m): the "
             "ground plane needs it"
+        )
+    if settings.min_path_length_m > settings.max_path_length_m:
+        problems.append(
+            f"{PREFIX}min_path_length_m: must be at most max_path_length_m "
+            f"({settings.max_path_length_m:g} m), got {settings.min_path_length_m:g}"
         )
     if settings.validate_path and not settings.path_valid_frame:
         problems.append(

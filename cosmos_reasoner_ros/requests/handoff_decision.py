@@ -31,6 +31,7 @@ class DecisionKind:
     GOAL_FAILED = "goal_failed"
     GOAL_CANCELED = "goal_canceled"
     GOAL_PREEMPTED = "goal_preempted"
+    GOAL_FEEDBACK = "goal_feedback"
     ALL = (
         WAITING,
         REFUSED,
@@ -47,6 +48,7 @@ class DecisionKind:
         GOAL_FAILED,
         GOAL_CANCELED,
         GOAL_PREEMPTED,
+        GOAL_FEEDBACK,
     )
 
 

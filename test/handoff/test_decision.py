@@ -114,7 +114,7 @@ def test_answers_the_handoff_does_not_take_get_no_decision() -> None:
 
 def test_no_server_refuses_and_the_next_path_goes_once_it_is_there() -> None:
     problem = ["no Nav2 action server on /follow_path (is Nav2 running?)"]
-    handoff = Handoff(settings(), server_problem=lambda: problem[0])
+    handoff = Handoff(settings(discovery_timeout_s=0.0), server_problem=lambda: problem[0])
     refused = mine(consider(handoff, "r1", T0, T0), "r1")
     assert refused.decision == K.REFUSED and refused.reason == f"server: {problem[0]}"
     problem[0] = ""
@@ -294,7 +294,11 @@ class HandoffMachine(RuleBasedStateMachine):
             server_timeout_s=0.5,
         )
         self.server = server
-        self.handoff = Handoff(self.settings, server_problem=lambda: "" if self.server else "absent")
+        self.handoff = Handoff(
+            self.settings,
+            server_problem=lambda: "" if self.server else "absent",
+            clock=lambda: self.now / NS,  # steady seconds: a path waits for discovery in the first 5 s
+        )
 
     def check(self, step: Step) -> None:
         """What every step must keep."""
