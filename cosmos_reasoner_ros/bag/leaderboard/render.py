@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from cosmos_reasoner_ros.bag.leaderboard.table import Column, Leaderboard, RunScores
-from cosmos_reasoner_ros.bag.scores import METRICS, Interval, tasks_json
+from cosmos_reasoner_ros.bag.scores import METRICS, MIN_N, TOO_FEW, Interval, tasks_json
 
 __all__ = ["LeaderboardFiles", "leaderboard_json", "leaderboard_markdown", "write_leaderboard"]
 
@@ -37,12 +37,19 @@ def _fmt(metric: str, value: float | None) -> str:
     return f"{value:.2f}"
 
 
+def _bounds(metric: str, cell: Interval) -> str:
+    """The interval, or why there is none."""
+    if cell.too_few:
+        return f"({TOO_FEW}: {cell.n})"
+    if cell.low is None or cell.high is None:
+        return f"({cell.note or 'no interval'})"
+    return f"[{_fmt(metric, cell.low)}, {_fmt(metric, cell.high)}]"
+
+
 def _interval(metric: str, cell: Interval | None) -> str:
     if cell is None or cell.value is None:
         return "–"
-    if cell.low is None or cell.high is None:  # one request: no interval
-        return _fmt(metric, cell.value)
-    return f"{_fmt(metric, cell.value)} [{_fmt(metric, cell.low)}, {_fmt(metric, cell.high)}]"
+    return f"{_fmt(metric, cell.value)} {_bounds(metric, cell)}"
 
 
 def _marks(column: Column, row: int) -> str:
@@ -65,18 +72,21 @@ def leaderboard_json(board: Leaderboard, confidence: float = 0.95) -> dict[str, 
                 "better": c.better,
                 "best": [names[i] for i in c.best],
                 "not_significant": [names[i] for i in c.not_significant],
+                "too_few": [names[i] for i in c.too_few],
             }
             for c in board.columns
         ],
         "confidence": confidence,
+        "min_n": MIN_N,
     }
 
 
 _LEGEND = (
     f"{_BEST} best in the column; {_TIED} not significantly different from the best (the 95 % intervals "
-    "overlap). Values are the metric over a task's labelled requests, [low, high] its bootstrap interval "
-    "(none from a single request); higher is better for shares (accuracy, IoU, match), lower for distances, "
-    "latency; tokens are not ranked."
+    "overlap). Values are the metric over a task's labelled requests, [low, high] its 95 % interval (Wilson "
+    "for shares, Student's t for means, order statistics for percentiles); a value from fewer than "
+    f"{MIN_N} answers has no interval and is not ranked ({TOO_FEW}). Higher is better for shares (accuracy, "
+    "IoU, match), lower for distances, latency; tokens are not ranked."
 )
 
 
@@ -141,8 +151,7 @@ def _html(board: Leaderboard, title: str) -> str:
                     continue
                 classes = ("best" if row in c.best else "") + (" ns" if row in c.not_significant else "")
                 marks = _marks(c, row)
-                low, high = _fmt(c.metric, cell.low), _fmt(c.metric, cell.high)
-                interval = "(one request)" if cell.low is None or cell.high is None else f"[{low}, {high}]"
+                interval = _bounds(c.metric, cell)
                 value = _fmt(c.metric, cell.value)
                 span = f"<span class='iv'>{_e(interval)}</span>"
                 cells.append(f"<td class='{classes.strip()}'>{_e(value)} {_e(marks)}<br>{span}</td>")

@@ -1,5 +1,6 @@
 """Runs side by side by their scores: one row per run, one column per task metric, the best per column, and
-which differences are not significant (their 95 % intervals overlap the best's)."""
+which differences are not significant (their 95 % intervals overlap the best's). A cell of fewer than MIN_N
+values is ranked against nothing: it is neither best nor compared ("too few labelled answers")."""
 
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ class Column:
     metric: str
     better: str  # higher | lower | "" (not ranked)
     best: tuple[int, ...] = ()  # rows with the best value
-    not_significant: tuple[
-        int, ...
-    ] = ()  # rows, best ones included, whose interval overlaps another best's or
-    # a best one's: their difference from the best is not significant
+    # rows, best ones included, whose interval overlaps another best's or a best one's: their difference from
+    # the best is not significant
+    not_significant: tuple[int, ...] = ()
+    too_few: tuple[int, ...] = ()  # rows with a value from fewer than MIN_N answers: not ranked
 
     def cell(self, runs: Sequence[RunScores], row: int) -> Interval | None:
         scores = runs[row].tasks.get(self.task)
@@ -42,12 +43,16 @@ def _column(runs: Sequence[RunScores], task: str, metric: str) -> Column:
         return column
     sign = 1.0 if better == "higher" else -1.0
     values: dict[int, Interval] = {}
+    too_few: list[int] = []
     for row in range(len(runs)):
         cell = column.cell(runs, row)
         if cell is not None and cell.value is not None:
-            values[row] = cell
+            if cell.too_few:
+                too_few.append(row)
+            else:
+                values[row] = cell
     if len(values) < 2:
-        return Column(task, metric, better, tuple(values))
+        return Column(task, metric, better, tuple(values), (), tuple(too_few))
     top = max(sign * i.value for i in values.values() if i.value is not None)
     best = tuple(
         row for row, i in values.items() if i.value is not None and abs(sign * i.value - top) <= 1e-12
@@ -57,7 +62,7 @@ def _column(runs: Sequence[RunScores], task: str, metric: str) -> Column:
     }
     if overlapping or len(best) > 1:
         overlapping |= set(best)
-    return Column(task, metric, better, best, tuple(sorted(overlapping)))
+    return Column(task, metric, better, best, tuple(sorted(overlapping)), tuple(too_few))
 
 
 @dataclass(frozen=True)

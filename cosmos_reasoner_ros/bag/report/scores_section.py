@@ -12,7 +12,7 @@ import numpy as np
 
 from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.bag.report.frames import handoff_trajectory
-from cosmos_reasoner_ros.bag.scores import METRICS, Grade, Interval, Scores, handoff_summary
+from cosmos_reasoner_ros.bag.scores import METRICS, MIN_N, Grade, Interval, Scores, handoff_summary
 from cosmos_reasoner_ros.geometry import Trajectory
 from cosmos_reasoner_ros.reasoner import ParsedAnswer
 
@@ -32,21 +32,19 @@ def _fmt(metric: str, value: float | None) -> str:
 
 def _cell(metric: str, i: Interval) -> str:
     if i.low is None or i.high is None:
-        return (
-            f"{_fmt(metric, i.value)} <small>(no interval: one request)</small>"
-            if i.value is not None
-            else "–"
-        )
+        why = _e(i.note or "no interval")
+        return f"{_fmt(metric, i.value)} <small>({why})</small>" if i.value is not None else "–"
     return f"{_fmt(metric, i.value)} <small>[{_fmt(metric, i.low)}, {_fmt(metric, i.high)}]</small>"
 
 
 def scores_section(scores: Scores, label_files: Sequence[str], has_judge_file: bool = False) -> str:
-    """Per task: n and each metric with its bootstrap interval; then what was not scored."""
+    """Per task: n and each metric with its confidence interval; then what was not scored."""
     conf = f"{scores.options.confidence:.0%}"
     parts = [
         f"<h2 id='scores'>Scores against the labels</h2><p>{len(scores.grades)} labelled requests "
-        f"({', '.join(_e(f) for f in label_files)}); values with their {conf} bootstrap intervals "
-        f"({scores.options.rounds} resamples, seed {scores.options.seed}); scores.json holds the same.</p>"
+        f"({', '.join(_e(f) for f in label_files)}); values with their {conf} intervals "
+        f"(Wilson for shares, Student's t for means, order statistics for percentiles; none from fewer than "
+        f"{MIN_N} values); scores.json holds the same.</p>"
     ]
     for task, ts in scores.tasks.items():
         rows = "".join(

@@ -48,7 +48,7 @@ class ScoredRun:
 
 @dataclass(frozen=True)
 class RunScoring:
-    """What a run is scored against: labels files, thresholds, the bootstrap, an optional text judge."""
+    """What a run is scored against: labels files, thresholds, the intervals, an optional text judge."""
 
     labels: tuple[LabelSet, ...]
     min_scores: tuple[MinScore, ...] = ()

@@ -163,7 +163,7 @@ def run_scenario(
     with a sweep, <out_root>/<name>/index.html shows the variants side by side, and with labels
     leaderboard.html / .json / .md rank them. Each finished run is also appended to `done` at once; a
     variant that stops with an error raises RunFailed naming it. scoring: the command line's thresholds,
-    bootstrap and judge (the scenario's own labels and min_scores join them)."""
+    intervals and judge (the scenario's own labels and min_scores join them)."""
     tolerances = load_tolerances(tolerances_file, scenario.tolerances)
     scoring = scenario.scoring(scoring)
     runs: list[SuiteRun] = []

@@ -1,11 +1,19 @@
 """Is the answer right? A run's requests scored against labels, no rclpy: the metrics' names, statistics and
 directions (metric_specs), one request graded against its label (grading; a rehearsed handoff's path against
-it: handoff_grading), seeded bootstrap intervals (bootstrap), scores per task (scoring: score_run), the
-optional text judge (text_judge), thresholds as checks (thresholds) and scores.json (scores_file)."""
+it: handoff_grading), confidence intervals chosen by their coverage (intervals), scores per task (scoring:
+score_run), the optional text judge (text_judge), thresholds as checks (thresholds) and scores.json
+(scores_file)."""
 
-from cosmos_reasoner_ros.bag.scores.bootstrap import Interval, bootstrap, statistic
 from cosmos_reasoner_ros.bag.scores.grading import Grade, Projector, grade
 from cosmos_reasoner_ros.bag.scores.handoff_grading import GroundOf, HandoffGround, handoff_values
+from cosmos_reasoner_ros.bag.scores.intervals import (
+    MIN_N,
+    TOO_FEW,
+    Interval,
+    interval_of,
+    intervals,
+    statistic,
+)
 from cosmos_reasoner_ros.bag.scores.metric_specs import (
     HANDOFF,
     KIND_METRICS,
@@ -45,7 +53,9 @@ __all__ = [
     "KIND_METRICS",
     "METRES",
     "METRICS",
+    "MIN_N",
     "SCORES_FILE",
+    "TOO_FEW",
     "Grade",
     "GroundOf",
     "HandoffGround",
@@ -61,10 +71,11 @@ __all__ = [
     "Scores",
     "TaskScores",
     "TextJudge",
-    "bootstrap",
     "grade",
     "handoff_summary",
     "handoff_values",
+    "interval_of",
+    "intervals",
     "judge_prompt",
     "metric_spec",
     "parse_min_score",

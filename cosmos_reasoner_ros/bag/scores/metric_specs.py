@@ -13,7 +13,7 @@ __all__ = ["HANDOFF", "KIND_METRICS", "METRES", "METRICS", "MetricSpec", "metric
 class MetricSpec:
     name: str  # the name in scores.json
     column: str  # the per-request value it summarises (grading.Grade.values)
-    statistic: str  # mean | p50 | p95 (nearest rank), over the labelled requests that have the value
+    statistic: str  # mean | share (a mean of 0/1) | p50 | p95 (nearest rank), over the requests that have it
     better: str  # higher | lower | "" (neither: reported, never ranked)
     unit: str = ""
     description: str = ""
@@ -23,12 +23,12 @@ class MetricSpec:
 
 
 _SPECS = (
-    MetricSpec("accuracy", "accuracy", "mean", "higher", "", "choice letter equal to an acceptable one"),
+    MetricSpec("accuracy", "accuracy", "share", "higher", "", "choice letter equal to an acceptable one"),
     MetricSpec(
         "mean_iou", "iou", "mean", "higher", "", "box IoU with the label (boxes paired greedily, unpaired 0)"
     ),
     MetricSpec(
-        "iou50", "iou50", "mean", "higher", "", "share of requests with IoU >= the label's iou_min (0.5)"
+        "iou50", "iou50", "share", "higher", "", "share of requests with IoU >= the label's iou_min (0.5)"
     ),
     MetricSpec("ade_px", "ade_px", "mean", "lower", "px", "average displacement of corresponding points"),
     MetricSpec("fde_px", "fde_px", "mean", "lower", "px", "displacement of the final point"),
@@ -40,15 +40,15 @@ _SPECS = (
         "mean_tiou", "tiou", "mean", "higher", "", "temporal IoU (segments paired greedily, unpaired 0)"
     ),
     MetricSpec(
-        "tiou50", "tiou50", "mean", "higher", "", "share of requests with tIoU >= the label's tiou_min"
+        "tiou50", "tiou50", "share", "higher", "", "share of requests with tIoU >= the label's tiou_min"
     ),
     MetricSpec(
-        "match", "match", "mean", "higher", "", "answer words match an acceptable answer (>= match_min)"
+        "match", "match", "share", "higher", "", "answer words match an acceptable answer (>= match_min)"
     ),
     MetricSpec(
         "similarity", "similarity", "mean", "higher", "", "best word-sequence similarity to an acceptable one"
     ),
-    MetricSpec("judge_match", "judge_match", "mean", "higher", "", "the judge model said: same meaning"),
+    MetricSpec("judge_match", "judge_match", "share", "higher", "", "the judge model said: same meaning"),
     MetricSpec(
         "handoff_frechet_px",
         "handoff_frechet_px",
@@ -68,13 +68,13 @@ _SPECS = (
     MetricSpec(
         "handoff_passed",
         "handoff_passed",
-        "mean",
+        "share",
         "higher",
         "",
         "share of labelled answers the handoff's gates let through (sent, or would send when dry)",
     ),
     MetricSpec(
-        "answered", "answered", "mean", "higher", "", "share of labelled requests with a parsed answer"
+        "answered", "answered", "share", "higher", "", "share of labelled requests with a parsed answer"
     ),
     MetricSpec("latency_p50_s", "latency_s", "p50", "lower", "s", "latency of the answered requests"),
     MetricSpec("latency_p95_s", "latency_s", "p95", "lower", "s", "latency of the answered requests"),

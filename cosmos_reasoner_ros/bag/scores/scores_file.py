@@ -1,7 +1,8 @@
 """scores.json, the form scripts rely on: `{"tasks": {TASK: {"n": N, "metrics": {NAME: {"value": V, "low": L,
-"high": H}}}}}` (null where a metric has no value), with what was not scored beside it; labelled.jsonl (one
-line per labelled request: its values and the label it was graded against) and judge.jsonl (every question to
-the text judge and its reply). Reading a scores.json back checks that form."""
+"high": H, "n": N, "note": WHY}}}}}` (null where a metric has no value or no interval; n the values it was
+computed from; note why there is no interval), with the method and what was not scored beside it;
+labelled.jsonl (one line per labelled request: its values and the label it was graded against) and judge.jsonl
+(every question to the text judge and its reply). Reading a scores.json back checks that form."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.records import ResultRecord
-from cosmos_reasoner_ros.bag.scores.bootstrap import Interval
+from cosmos_reasoner_ros.bag.scores.intervals import MIN_N, Interval
 from cosmos_reasoner_ros.bag.scores.scoring import Scores, TaskScores, handoff_summary
 
 __all__ = ["SCORES_FILE", "read_scores", "scores_json", "tasks_json", "write_scores"]
@@ -34,7 +35,13 @@ def tasks_json(tasks: Mapping[str, TaskScores]) -> dict[str, Any]:
         task: {
             "n": scores.n,
             "metrics": {
-                name: {"value": _number(i.value), "low": _number(i.low), "high": _number(i.high)}
+                name: {
+                    "value": _number(i.value),
+                    "low": _number(i.low),
+                    "high": _number(i.high),
+                    "n": i.n,
+                    "note": i.note,
+                }
                 for name, i in scores.metrics.items()
             },
         }
@@ -45,7 +52,12 @@ def tasks_json(tasks: Mapping[str, TaskScores]) -> dict[str, Any]:
 def scores_json(scores: Scores, label_files: list[str]) -> dict[str, Any]:
     data: dict[str, Any] = {"tasks": tasks_json(scores.tasks)}
     data["confidence"] = scores.options.confidence
-    data["bootstrap"] = {"rounds": scores.options.rounds, "seed": scores.options.seed, "method": "percentile"}
+    data["intervals"] = {
+        "shares": "wilson",
+        "means": "student-t",
+        "percentiles": "order-statistics",
+        "min_n": MIN_N,
+    }
     m = scores.matching
     data["labels"] = {
         "files": label_files,
@@ -122,16 +134,25 @@ def _bad(path: Path, what: str) -> BagError:
     return BagError(f"{path} is not a scores file of cosmos-reasoner-bag ({what})")
 
 
-def _interval(path: Path, value: Any) -> Interval:
-    if not isinstance(value, Mapping) or set(value) != {"value", "low", "high"}:
-        raise _bad(path, "a metric is not {value, low, high}")
+_KEYS = {"value", "low", "high"}
+
+
+def _interval(path: Path, value: Any, task_n: int) -> Interval:
+    """A metric; one of a file written before issue 38 has no n (the task's n stands for it) and no note."""
+    if not isinstance(value, Mapping) or not _KEYS <= set(value) <= _KEYS | {"n", "note"}:
+        raise _bad(path, "a metric is not {value, low, high[, n, note]}")
+    n, note = value.get("n", task_n), value.get("note", "")
+    if (n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0)) or not isinstance(
+        note, str
+    ):
+        raise _bad(path, "a metric's n is not a count or its note not a string")
     parts = []
     for key in ("value", "low", "high"):
         v = value[key]
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
             raise _bad(path, "a metric's value, low or high is not a number or null")
         parts.append(None if v is None else float(v))
-    return Interval(parts[0], parts[1], parts[2])
+    return Interval(parts[0], parts[1], parts[2], n, note)
 
 
 def read_scores(path: Path) -> dict[str, TaskScores]:
@@ -157,5 +178,5 @@ def read_scores(path: Path) -> dict[str, TaskScores]:
         n, metrics = body["n"], body["metrics"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 0 or not isinstance(metrics, Mapping):
             raise _bad(path, "a task's n is not a count or its metrics not a mapping")
-        out[str(task)] = TaskScores(n, {str(k): _interval(path, v) for k, v in metrics.items()})
+        out[str(task)] = TaskScores(n, {str(k): _interval(path, v, n) for k, v in metrics.items()})
     return out

@@ -1,5 +1,6 @@
 """A run's labelled requests scored per task: each request graded against its label (grading), optionally the
-free-text answers judged by a second model (text_judge), then each task metric with its bootstrap interval."""
+free-text answers judged by a second model (text_judge), then each task metric with its confidence interval
+(intervals)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import numpy as np
 
 from cosmos_reasoner_ros.bag.labels import LabelSet, Matching, match_labels
 from cosmos_reasoner_ros.bag.records import ResultRecord
-from cosmos_reasoner_ros.bag.scores.bootstrap import Interval, bootstrap
 from cosmos_reasoner_ros.bag.scores.grading import Grade, Projector, grade
 from cosmos_reasoner_ros.bag.scores.handoff_grading import GroundOf
+from cosmos_reasoner_ros.bag.scores.intervals import Interval, intervals
 from cosmos_reasoner_ros.bag.scores.metric_specs import HANDOFF, KIND_METRICS, METRES, METRICS
 from cosmos_reasoner_ros.bag.scores.text_judge import JudgeAnswer, TextJudge
 
@@ -32,9 +33,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    rounds: int = 2000  # bootstrap resamples
     confidence: float = 0.95
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ def _metric_names(grades: Sequence[Grade]) -> list[str]:
 
 
 def score_grades(grades: Sequence[Grade], options: ScoreOptions = ScoreOptions()) -> dict[str, TaskScores]:
-    """Each task's metrics over its graded requests, with bootstrap intervals."""
+    """Each task's metrics over its graded requests, with their confidence intervals."""
     by_task: dict[str, list[Grade]] = {}
     for g in grades:
         by_task.setdefault(g.task, []).append(g)
@@ -119,9 +118,7 @@ def score_grades(grades: Sequence[Grade], options: ScoreOptions = ScoreOptions()
                 (g.values.get(spec.column, math.nan) for g in mine), dtype=float, count=len(mine)
             )
             columns[name] = (values, spec.statistic)
-        out[task] = TaskScores(
-            len(mine), bootstrap(columns, task, options.rounds, options.confidence, options.seed)
-        )
+        out[task] = TaskScores(len(mine), intervals(columns, options.confidence))
     return out
 
 

@@ -9,7 +9,7 @@ Bad input is a BagError (or ValueError) raised from `main`: the command line pri
 2. The work lies in the rooms below (files, replay, judge, report, runs, labels, scores, leaderboard); a
 verb only turns its options into a call and prints what came of it. bag/cli.py registers the verbs (one line
 each in cli.VERBS) and turns errors into exit codes: a new verb is a module here and a line there. Shared
-here: option groups several verbs take (arguments; scoring_args: labels, thresholds, bootstrap, text judge),
+here: option groups several verbs take (arguments; scoring_args: labels, thresholds, intervals, text judge),
 SIGINT/SIGTERM as a flag (signals), the start and end of a judged run (judged: outputs checked writable,
 JUnit written whatever the exit, summaries, its --help epilog). Heavy imports (rclpy, PyAV) happen inside
 `main`: `--help` and the verbs that need no ROS start fast and work without it."""

@@ -1,5 +1,5 @@
 """The scoring options shared by `evaluate`, `scenario` and `leaderboard`: labels files, score thresholds, the
-bootstrap, the optional text judge."""
+intervals, the optional text judge."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ def add_scoring_arguments(p: argparse.ArgumentParser, labels: bool = True, thres
             help="a threshold checked as a JUnit case (repeatable): a floor for a score (accuracy, mean_iou, "
             "match ...), a ceiling for a distance, latency or tokens (ade_px, latency_p95_s ...)",
         )
-    p.add_argument("--bootstrap-rounds", type=int, default=2000, help="resamples of the 95 %% intervals")
-    p.add_argument(
-        "--seed", type=int, default=0, help="the bootstrap's seed (the same seed, the same intervals)"
-    )
+    # Intervals are no longer bootstrapped (issue 38: Wilson, Student's t, order statistics, nothing random);
+    # the two options stay accepted so that scripts written for the bootstrap still run.
+    p.add_argument("--bootstrap-rounds", type=int, default=2000, help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument(
         "--judge-url",
         default="",
@@ -57,9 +57,8 @@ def add_scoring_arguments(p: argparse.ArgumentParser, labels: bool = True, thres
 def score_options(args: argparse.Namespace) -> ScoreOptions:
     from cosmos_reasoner_ros.bag.scores import ScoreOptions
 
-    if not 0 <= args.bootstrap_rounds <= 100_000:
-        raise BagError("--bootstrap-rounds must be 0-100000")
-    return ScoreOptions(rounds=args.bootstrap_rounds, seed=args.seed)
+    del args  # the confidence is 95 %; nothing else is chosen
+    return ScoreOptions()
 
 
 def _judge(args: argparse.Namespace) -> JudgeSettings | None:

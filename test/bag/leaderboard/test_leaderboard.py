@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.labelled import generated_run
+from support.labelled import boxes_text, generated_run, record
 
 from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.labels import bind_labels, labels_from_text
@@ -27,7 +27,7 @@ def make_runs(root: Path, requests: int = 150) -> dict[str, Path]:
         folder.mkdir()
         write_records(run.records, folder / "results.jsonl")
         labels = labels_from_text(run.labels_text, "labels.yaml")
-        scores = score_run(run.records, bind_labels([labels], ["robot"]), ScoreOptions(rounds=500))
+        scores = score_run(run.records, bind_labels([labels], ["robot"]), ScoreOptions())
         write_scores(scores, folder, run.records, ["labels.yaml"])
         (root / "labels.yaml").write_text(run.labels_text)
         folders[name] = folder
@@ -100,6 +100,27 @@ def test_the_best_and_what_is_not_significantly_different() -> None:
     md = leaderboard_markdown(board, "t")
     assert "| a | 10 | 0.80 [0.70, 0.90] ★≈ |" in md and "| b | 10 | 0.75 [0.65, 0.85] ≈ |" in md
     assert "| d | – | – | – |" in md
+
+
+def test_too_few_labelled_answers_are_neither_starred_nor_compared(tmp_path: Path) -> None:
+    """Issue 38, finding 4: grounding_2d with two answers, 0.642 [0.600, 0.684] against [1.00, 1.00], starred
+    the exact run. Scored from records, as a user gets them: no interval, no star, and the board says why."""
+    box = (0.0, 0.0, 100.0, 100.0)
+    text = "labels:\n" + "".join(
+        f"  - {{task: grounding_2d, at: {t}, answer: '{boxes_text([box])}'}}\n" for t in (1, 2)
+    )
+    labels = bind_labels([labels_from_text(text)], ["robot"])
+
+    def run(name: str, boxes: list[tuple[float, float, float, float]]) -> RunScores:
+        records = [record("grounding_2d", t + 1.0, boxes_text([b]), "boxes") for t, b in enumerate(boxes)]
+        return RunScores(name, score_run(records, labels).tasks)
+
+    board = Leaderboard.of([run("exact", [box, box]), run("noisy", [(0, 0, 100, 60), (0, 0, 100, 68)])])
+    iou = next(c for c in board.columns if c.metric == "mean_iou")
+    assert iou.best == () and iou.not_significant == () and iou.too_few == (0, 1)
+    md = leaderboard_markdown(board, "t")
+    assert "★" not in md.split("\n", 4)[-1] and "1.00 (too few labelled answers: 2)" in md
+    assert "0.64 (too few labelled answers: 2)" in md
 
 
 def test_names_are_escaped_and_runs_link_to_their_reports(tmp_path: Path) -> None:

@@ -32,9 +32,9 @@ def test_labels_and_thresholds_load_with_the_scenario(tmp_path: Path) -> None:
     s = load_scenario(suite(tmp_path, "labels: a.labels.yaml\nmin_scores: {next_action.match: 0.7}\n"))
     assert [len(lb.labels) for lb in s.labels] == [1] and s.labels[0].source.endswith("a.labels.yaml")
     assert s.min_scores == (MinScore("next_action", "match", 0.7),)
-    base = RunScoring((), (MinScore("caption", "match", 0.5),), ScoreOptions(rounds=10, seed=3))
+    base = RunScoring((), (MinScore("caption", "match", 0.5),), ScoreOptions())
     scoring = s.scoring(base)
-    assert scoring is not None and scoring.labels == s.labels and scoring.options.seed == 3
+    assert scoring is not None and scoring.labels == s.labels and scoring.options == ScoreOptions()
     assert scoring.min_scores == (MinScore("next_action", "match", 0.7), MinScore("caption", "match", 0.5))
     plain = load_scenario(suite(tmp_path / "p", ""))
     assert plain.scoring(None) is None

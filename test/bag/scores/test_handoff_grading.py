@@ -114,37 +114,40 @@ def test_no_handoff_no_path_and_no_verdict_yet() -> None:
 
 def test_a_run_s_handoff_scores_with_intervals_in_scores_json_and_the_leaderboard(tmp_path: Path) -> None:
     text = "labels:\n" + "".join(
-        f"  - {{task: drive_path, at: {t}, answer: '{points_text(STRAIGHT, NAME)}'}}\n" for t in (1, 2, 3, 4)
+        f"  - {{task: drive_path, at: {t}, answer: '{points_text(STRAIGHT, NAME)}'}}\n" for t in range(1, 13)
     )
     label_set = labels_from_text(text)
     shifted = [
         tuple((x, 1.0, z) for _, _, z in RIGHT_PATH) for x in (0.0, 1.0, 2.0)
     ]  # 0, 1 and 2 m off the label
-    records = [
-        replace(answered(handoff("sent", shifted[0])), trigger_s=1.0),
-        replace(answered(handoff("would_send", shifted[1])), trigger_s=2.0),
-        replace(answered(handoff("refused", shifted[2])), trigger_s=3.0),
-        replace(answered(handoff("validating", shifted[1])), trigger_s=4.0),
+    four = [
+        ("sent", shifted[0]),
+        ("would_send", shifted[1]),
+        ("refused", shifted[2]),
+        ("validating", shifted[1]),
     ]
-    scores = score_run(records, {"robot": label_set}, ScoreOptions(rounds=200), ground=lambda _r: GROUND)
+    records = [  # three times the four: 12 answers, enough for intervals (MIN_N)
+        replace(answered(handoff(*four[i % 4])), trigger_s=float(i + 1)) for i in range(12)
+    ]
+    scores = score_run(records, {"robot": label_set}, ScoreOptions(), ground=lambda _r: GROUND)
     metrics = scores.tasks["drive_path"].metrics
     assert metrics["handoff_frechet_m"].value == pytest.approx((0 + 1 + 2 + 1) / 4)
     assert metrics["handoff_passed"].value == pytest.approx(2 / 3)  # the one still validating is left out
     low, high = metrics["handoff_frechet_m"].low, metrics["handoff_frechet_m"].high
     assert low is not None and high is not None and low < 1.0 < high
     summary = handoff_summary(scores.grades)
-    assert summary is not None and (summary.answers, summary.paths, summary.on_ground) == (4, 4, 4)
+    assert summary is not None and (summary.answers, summary.paths, summary.on_ground) == (12, 12, 12)
     write_scores(scores, tmp_path, records, ["labels.yaml"])
     data = json.loads((tmp_path / "scores.json").read_text())
     assert data["handoff"] == {
-        "labelled_answers": 4,
-        "paths_scored": 4,
-        "on_the_ground": 4,
+        "labelled_answers": 12,
+        "paths_scored": 12,
+        "on_the_ground": 12,
         "pixels_only": [],
     }
     assert set(data["tasks"]["drive_path"]["metrics"]) >= {"handoff_frechet_m", "handoff_passed"}
     # In pixels only (no ground): no metres, and scores.json says why.
-    pixels = score_run(records, {"robot": label_set}, ScoreOptions(rounds=200))
+    pixels = score_run(records, {"robot": label_set}, ScoreOptions())
     assert "handoff_frechet_m" not in pixels.tasks["drive_path"].metrics
     write_scores(pixels, tmp_path, records, ["labels.yaml"])
     said = json.loads((tmp_path / "scores.json").read_text())["handoff"]

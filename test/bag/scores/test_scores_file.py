@@ -28,7 +28,7 @@ from cosmos_reasoner_ros.bag.scores import (
 def scored(requests: int, noise: float, wrong: bool = False, seed: int = 0):  # type: ignore[no-untyped-def]
     run = generated_run(requests, noise, seed, wrong=wrong)
     labels = labels_from_text(run.labels_text, "generated.yaml")
-    return run, score_run(run.records, bind_labels([labels], ["robot"]), ScoreOptions(rounds=400))
+    return run, score_run(run.records, bind_labels([labels], ["robot"]), ScoreOptions())
 
 
 def test_scores_json_has_exactly_the_issues_form(tmp_path: Path) -> None:
@@ -53,13 +53,17 @@ def test_scores_json_has_exactly_the_issues_form(tmp_path: Path) -> None:
         assert set(body) == {"n", "metrics"} and body["n"] == 10
         common = {"answered", "latency_p50_s", "latency_p95_s", "completion_tokens"}
         assert set(body["metrics"]) == names[task] | common
-        for metric in body["metrics"].values():
-            assert set(metric) == {"value", "low", "high"}
-            assert all(isinstance(metric[k], float) for k in ("value", "low", "high"))
-    assert data["confidence"] == 0.95 and data["bootstrap"] == {
-        "rounds": 400,
-        "seed": 0,
-        "method": "percentile",
+        for name, metric in body["metrics"].items():
+            assert set(metric) == {"value", "low", "high", "n", "note"} and isinstance(metric["value"], float)
+            has_interval = isinstance(metric["low"], float) and isinstance(metric["high"], float)
+            # 10 answers: every interval but a p95's (which needs 72) and those of answers all alike
+            assert has_interval == (metric["note"] == ""), (task, name, metric)
+            assert has_interval or name == "latency_p95_s" or "alike" in metric["note"]
+    assert data["confidence"] == 0.95 and data["intervals"] == {
+        "shares": "wilson",
+        "means": "student-t",
+        "percentiles": "order-statistics",
+        "min_n": 10,
     }
     assert data["labels"]["labelled_requests"] == 50 and data["labels"]["not_scored"] == []
     assert read_scores(tmp_path) == {
@@ -94,7 +98,9 @@ def test_exact_answers_score_perfectly_wrong_ones_near_zero_noisy_ones_between()
     assert v(exact, "trajectory", "ade_px") == 0.0
     assert 0.0 < v(noisy, "trajectory", "ade_px") < v(wrong, "trajectory", "ade_px")
     exact_iou = exact.tasks["grounding_2d"].metrics["mean_iou"]
-    assert (exact_iou.low, exact_iou.high) == (1.0, 1.0)  # every request agrees: no uncertainty
+    assert exact_iou.low is None and "alike" in exact_iou.note  # no zero-width interval as certainty
+    exact_share = exact.tasks["grounding_2d"].metrics["iou50"]  # Wilson: 20 of 20 is not certainty either
+    assert exact_share.low is not None and 0.8 < exact_share.low < 1.0 and exact_share.high == 1.0
     noisy_iou = noisy.tasks["grounding_2d"].metrics["mean_iou"]
     assert noisy_iou.low is not None and noisy_iou.high is not None and noisy_iou.low < noisy_iou.high < 1.0
 
@@ -173,6 +179,12 @@ def test_nan_never_reaches_the_file(tmp_path: Path) -> None:
     text = write_scores(scores, tmp_path, failed_only, []).read_text()
     assert "NaN" not in text and "Infinity" not in text
     data = json.loads(text)
-    assert data["tasks"]["trajectory"]["metrics"]["ade_px"] == {"value": None, "low": None, "high": None}
+    assert data["tasks"]["trajectory"]["metrics"]["ade_px"] == {
+        "value": None,
+        "low": None,
+        "high": None,
+        "n": 0,
+        "note": "",
+    }
     assert data["tasks"]["plausibility"]["metrics"]["accuracy"]["value"] == 0.0
     assert not math.isnan(data["tasks"]["plausibility"]["metrics"]["answered"]["value"])
