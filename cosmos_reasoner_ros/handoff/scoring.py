@@ -61,11 +61,7 @@ def score_path_against_label(
     put on the ground as an answer is and both are compared there; the image comparison needs none of them."""
     width, height = image_size
     label_px = [point_pixels(p, width, height) for p in label.points]
-    frechet_px = (
-        frechet_distance(resample(_flat(path_px), _PIXEL_STEP), resample(_flat(label_px), _PIXEL_STEP))
-        if path_px and label_px
-        else math.inf
-    )
+    frechet_px = _frechet_px(path_px, label_px)
     if intrinsics is None or plane is None or limits is None or not path:
         return PathScore(None, None, None, frechet_px)
     parsed = ParsedAnswer(raw="", reasoning=None, answer="", trajectories=(label,), answer_kind="points")
@@ -87,5 +83,13 @@ def score_path_against_label(
         frechet_distance(path, labelled.points),
         math.dist(path[0], labelled.points[0]),
         math.dist(path[-1], labelled.points[-1]),
-        frechet_px,
+        # In the image too, the label as the handoff made it (resampled on the ground, projected back): the
+        # raw label beside a resampled path differed by its cut corners and discretization (issue 38).
+        _frechet_px(path_px, labelled.pixels) if labelled.pixels else frechet_px,
     )
+
+
+def _frechet_px(path_px: Sequence[tuple[float, float]], label_px: Sequence[tuple[float, float]]) -> float:
+    if not path_px or not label_px:
+        return math.inf
+    return frechet_distance(resample(_flat(path_px), _PIXEL_STEP), resample(_flat(label_px), _PIXEL_STEP))

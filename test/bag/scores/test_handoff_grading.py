@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from support.labelled import failed, points_text, record
 
@@ -26,8 +26,10 @@ from cosmos_reasoner_ros.bag.scores import (
     score_run,
     write_scores,
 )
-from cosmos_reasoner_ros.geometry import GroundPlane, Intrinsics
-from cosmos_reasoner_ros.handoff import PathLimits, score_path_against_label
+from cosmos_reasoner_ros.geometry import BasePath, GroundPlane, Intrinsics
+from cosmos_reasoner_ros.handoff import PathLimits, ground_path, score_path_against_label
+from cosmos_reasoner_ros.reasoner import parse_answer
+from cosmos_reasoner_ros.requests import ClipSummary, Outcome
 
 SIDE = 1000  # a square image, so that 0-1000 units are pixels
 GROUND = HandoffGround(
@@ -233,3 +235,65 @@ def test_the_grade_is_handoff_scoring_on_the_recorded_path(
         assert g.values["handoff_frechet_m"] == pytest.approx(expected.frechet_m, abs=1e-9)
         assert g.pixels_only == ""
     assert g.values["handoff_passed"] == 1.0
+
+
+def _node_path(
+    points: list[tuple[float, float]], size: tuple[int, int], ground: HandoffGround
+) -> BasePath | str:
+    """The path the node's handoff makes of an answer (handoff/ground_path), as a rehearsal records it."""
+    parsed = parse_answer(points_text(points, NAME), "points", *size)
+    clip = ClipSummary("camera", 0, 0, 1, 1.0, size[0], size[1], size)
+    outcome = Outcome(
+        "r",
+        "drive_path",
+        "",
+        True,
+        parsed=parsed,
+        answer_camera="camera",
+        image_width=size[0],
+        image_height=size[1],
+        clips=(clip,),
+    )
+    return ground_path(outcome, ground.intrinsics, ground.plane, ground.limits, "camera_optical")
+
+
+below_horizon = st.tuples(st.floats(0, 1000), st.floats(560, 1000)).map(
+    lambda p: (round(p[0], 1), round(p[1], 1))
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    points=st.lists(below_horizon, min_size=2, max_size=6),
+    size=st.sampled_from([(640, 480), (1000, 1000), (320, 237)]),
+    height=st.floats(0.3, 1.5),
+    pitch=st.floats(0, 30),
+    spacing=st.sampled_from([0.05, 0.1, 0.25, 0.5]),
+)
+@example(  # issue 38, finding 8: a perfect drive_path answer scored handoff_frechet_px 1.14
+    points=[(500.0, 750.0), (560.0, 690.0), (520.0, 640.0)],
+    size=(640, 480),
+    height=1.0,
+    pitch=10.0,
+    spacing=0.1,
+)
+def test_an_answer_equal_to_its_label_scores_0_on_every_distance(
+    points: list[tuple[float, float]], size: tuple[int, int], height: float, pitch: float, spacing: float
+) -> None:
+    """The oracle needs no arithmetic: the same trajectory as answer and label is no distance, in pixels and
+    on the ground, whatever the handoff did to it (resampled, cropped, projected back to the image)."""
+    ground = HandoffGround(
+        Intrinsics.from_k([400, 0, size[0] / 2, 0, 400, size[1] / 2, 0, 0, 1], size[0], size[1]),
+        GroundPlane.from_degrees(height, pitch),
+        PathLimits(spacing, 3.0, 50.0, 50.0),
+    )
+    sent = _node_path(points, size, ground)
+    assume(not isinstance(sent, str) and sent.pixels)
+    assert not isinstance(sent, str)
+    label = labels(points_text(points, NAME)).labels[0]
+    r = record("drive_path", 1.0, points_text(points, NAME), "points", width=size[0], height=size[1])
+    r = replace(r, handoff=handoff(path=sent.points, path_px=sent.pixels))
+    g = grade(0, r, label, ground=lambda _r: ground)
+    distances = {k: v for k, v in g.values.items() if k.endswith(("_px", "_m"))}
+    assert {"ade_px", "fde_px", "frechet_px", "handoff_frechet_px", "handoff_frechet_m"} <= set(distances)
+    assert all(v == pytest.approx(0.0, abs=1e-6) for v in distances.values()), distances
