@@ -204,7 +204,10 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     ),
     "max_retries": (2, "retries on connection errors and 5xx"),
     "stream": (True, "stream answers (time to first token, partial text in action feedback)"),
-    "structured_output": (False, "send the task's JSON schema as structured output"),
+    "structured_output": (
+        True,
+        "send the task's JSON schema as structured output; the answer must then be one JSON value it accepts",
+    ),
     "max_tokens": (0, "[tokens] longest answer; 0: each task's own max_tokens (config/tasks.yaml)"),
     "video_kwargs_mode": (
         "auto",

@@ -229,7 +229,8 @@ def test_geometric_checks_gate_the_trajectory_and_markers(tmp_path: Path, harnes
     image: each result says which check failed, stays a success (~/next_action gets it), and no 3D path is
     published; a clean answer passes every check and is published."""
     answers = iter([OFF_IMAGE, BIG_STEP, BOX_OFF, SMALL_STEPS])
-    params = base_params("", tmp_path / "media", max_step_m=0.5, **DEPTH)
+    # The crafted answers cross the schema's 0-1000 bounds on purpose: a server that enforces no schema.
+    params = base_params("", tmp_path / "media", max_step_m=0.5, structured_output=False, **DEPTH)
     with (
         ScriptedServer(lambda _body: ScriptedReply(text=next(answers))) as server,
         camera_process(
