@@ -61,25 +61,52 @@ class CameraStats:
 
 
 class ProblemLog:
-    """Logs each distinct problem at most once per period, with how many repeats were suppressed."""
+    """Logs each distinct problem at most once per period; the repeats held back meanwhile are never lost
+    silently: the next line of that problem says how many were dropped, and `flush` (a timer's) states them
+    once the period ended, with the newest of their messages."""
 
     def __init__(self, log: Callable[[str], object], period_s: float = 10.0) -> None:
         self._log = log
         self._period = period_s
         self._last: dict[str, float] = {}
         self._suppressed: collections.Counter[str] = collections.Counter()
+        self._latest: dict[str, str] = {}  # the newest message held back, per key
         self._lock = threading.Lock()
 
     def report(self, key: str, message: str) -> None:
         now = time.monotonic()
         with self._lock:
+            lines = self._overdue(now, skip=key)
             last = self._last.get(key)
             if last is not None and now - last < self._period:
                 self._suppressed[key] += 1
-                return
-            self._last[key] = now
-            repeats = self._suppressed.pop(key, 0)
-        self._log(message + (f" ({repeats} more since last report)" if repeats else ""))
+                self._latest[key] = message
+            else:
+                self._last[key] = now
+                repeats = self._suppressed.pop(key, 0)
+                self._latest.pop(key, None)
+                lines.append(message + (f" ({repeats} more since last report)" if repeats else ""))
+        for line in lines:
+            self._log(line)
+
+    def flush(self) -> None:
+        """Each problem whose repeats were held back for a whole period: one line with their count."""
+        with self._lock:
+            lines = self._overdue(time.monotonic())
+        for line in lines:
+            self._log(line)
+
+    def _overdue(self, now: float, skip: str = "") -> list[str]:
+        lines = []
+        for key, repeats in list(self._suppressed.items()):
+            if key != skip and now - self._last[key] >= self._period:
+                del self._suppressed[key]
+                self._last[key] = now  # the next repeat is held back for a period again
+                lines.append(
+                    f"{self._latest.pop(key)} ({repeats} more like this in the last {self._period:g} s, "
+                    "not logged each)"
+                )
+        return lines
 
 
 def namesake_status(name: str, servers: int, domain: str) -> StatusReport | None:

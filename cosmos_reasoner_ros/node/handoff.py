@@ -2,11 +2,14 @@
 handoff's decisions (handoff/, plain Python), and out: every decision on ~/handoff/decision, the
 ~/handoff/confirm service, IsPathValid asked of the planner server, the path sent to Nav2 (FollowPath with
 controller_id, goal_checker_id, progress_checker_id, or NavigateToPose with the path's last pose), the goal's
-feedback and result (error_code, error_msg) back as decisions and in /diagnostics.
+feedback (at most 2 Hz per goal) and result (error_code, error_msg) back as decisions and in /diagnostics.
 
 nav2_msgs is imported here only, and only when the handoff talks to Nav2 (follow_path, navigate_to_pose, or
-validate_path): a robot without Nav2 runs the node unchanged. Nav2 absent from the graph: one warning, and
-each path is refused at the server gate until it appears; the node works on.
+validate_path): a robot without Nav2 runs the node unchanged. After activate a path waits up to
+discovery_timeout_s for Nav2 to be discovered; Nav2 still absent then: one warning, and each path is refused
+at the server gate until it appears; the node works on. When the node stops (deactivate, cleanup, shutdown,
+a signal's shutdown) the goal it sent is cancelled (on_stop cancel) and Nav2's answer awaited, bounded by
+server_timeout_s.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ from sensor_msgs.msg import CameraInfo
 
 from cosmos_reasoner_ros.geometry import BasePath, Intrinsics, transform_path
 from cosmos_reasoner_ros.handoff import (
+    GATE_NAMES,
+    STOPPED,
     CancelGoal,
     Handoff,
     HandoffSettings,
     SendGoal,
     Step,
     ValidatePath,
+    camera_intrinsics,
     settings_problems,
 )
 from cosmos_reasoner_ros.msg import HandoffDecision as HandoffDecisionMsg
@@ -97,6 +103,7 @@ class HandoffEdge:
         self._camera_frame = settings.frame_id or camera.frame_id
         self._lock = threading.Lock()
         self._intrinsics: Intrinsics | None = None
+        self._info_problem = ""  # why the newest CameraInfo is unusable ("": usable, or none yet)
         self._info_frame = ""
         self._handles: dict[str, Any] = {}  # request id -> the goal's ClientGoalHandle
         self.decisions: collections.deque[HandoffDecision] = collections.deque(maxlen=_KEPT)
@@ -135,7 +142,13 @@ class HandoffEdge:
             else:
                 self._tf = tf2_ros.Buffer()
                 self._tf_listener = tf2_ros.TransformListener(self._tf, node)
-        self.handoff = Handoff(settings, self._server_problem, self.camera)
+        self.handoff = Handoff(
+            settings,
+            self._server_problem,
+            self.camera,
+            path_valid_problem=self._path_valid_problem,
+            discoverable=not self._nav2_problem,
+        )
         reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
         self._publisher = node.create_publisher(HandoffDecisionMsg, "~/handoff/decision", reliable)
         # Best effort matches camera drivers' CameraInfo of either reliability.
@@ -147,6 +160,7 @@ class HandoffEdge:
         )
         self._started = time.monotonic()
         self._absence_reported = False
+        self._path_valid_absence_reported = False
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._timer = node.create_timer(_TICK_S, self._on_tick, group, clock=steady)
         where = f"{settings.action}" if settings.sends else "nothing (dry run)"
@@ -155,7 +169,34 @@ class HandoffEdge:
             f"{self.camera_info_topic}) to {where}"
         )
 
+    def activate(self) -> None:
+        """Lifecycle activate: answers are taken, and Nav2 gets discovery_timeout_s to be discovered anew."""
+        self.handoff.activate()
+        self._started = time.monotonic()
+        self._absence_reported = self._path_valid_absence_reported = False
+
+    def stop(self, why: str) -> None:
+        """The node stops (`why`: deactivate, cleanup, shutdown): nothing more is sent; under on_stop cancel
+        the goal it sent is cancelled and its end awaited up to server_timeout_s (an executor thread must
+        spin meanwhile: a transition's does, main spins through shutdown), published as a goal event."""
+        step = self.handoff.stop(self._now(), why)
+        self._carry_out(step)
+        if not any(isinstance(c, CancelGoal) for c in step.commands) and not any(
+            d.decision == DecisionKind.CANCEL for d in step.decisions
+        ):
+            return
+        timeout = self._settings.server_timeout_s
+        deadline = time.monotonic() + timeout
+        while self.handoff.goal_in_flight() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.handoff.goal_in_flight():
+            self._node.get_logger().warning(
+                f"handoff: no answer from {self._settings.action} to the cancel within server_timeout_s "
+                f"({timeout:g} s): the goal may still run (the node stops anyway)"
+            )
+
     def destroy(self) -> None:
+        self.stop("cleanup")
         node = self._node
         node.destroy_timer(self._timer)
         node.destroy_service(self._confirm)
@@ -175,15 +216,16 @@ class HandoffEdge:
         return int(self._node.get_clock().now().nanoseconds)
 
     def _on_info(self, msg: CameraInfo) -> None:
-        try:
-            intrinsics = Intrinsics.from_k(list(msg.k), msg.width, msg.height)
-        except ValueError as exc:
-            self._problems.report(
-                f"handoff:camera_info:{self.camera}", f"handoff: unusable CameraInfo: {exc}"
-            )
+        """The newest CameraInfo decides: an unusable one (K zero, negative, not finite; no size) makes
+        ground-plane paths refused with its reason until a usable one comes."""
+        found = camera_intrinsics(list(msg.k), msg.width, msg.height)
+        if isinstance(found, str):
+            self._problems.report(f"handoff:camera_info:{self.camera}", f"handoff: {found}")
+            with self._lock:
+                self._info_problem = found
             return
         with self._lock:
-            self._intrinsics, self._info_frame = intrinsics, msg.header.frame_id
+            self._intrinsics, self._info_frame, self._info_problem = found, msg.header.frame_id, ""
 
     def consider(self, outcome: Outcome, now_ns: int, frame_id: str) -> Outcome:
         """The outcome as published at now_ns (the node's clock) with the handoff's first decision about it
@@ -193,7 +235,8 @@ class HandoffEdge:
         if not self.handoff.takes(outcome):
             return outcome
         with self._lock:
-            intrinsics, info_frame = self._intrinsics, self._info_frame
+            info_frame = self._info_frame
+            intrinsics: Intrinsics | str | None = self._info_problem or self._intrinsics
         step = self.handoff.consider(
             outcome, now_ns, intrinsics, self._camera_frame or info_frame or frame_id
         )
@@ -213,13 +256,24 @@ class HandoffEdge:
 
     def _on_tick(self) -> None:
         self._carry_out(self.handoff.tick(self._now()))
+        self._problems.flush()  # repeats held back are stated with their count once their period ends
+        if self.handoff.discovering():
+            return
         if self._settings.sends and not self._absence_reported:
             problem = self._server_problem()
-            if problem and time.monotonic() - self._started > self._settings.server_timeout_s:
+            if problem:
                 self._absence_reported = True
                 self._node.get_logger().warning(
-                    f"handoff: {problem}; paths are refused at the server gate until it is there (the node "
-                    "works on)"
+                    f"handoff: {problem} {self._settings.discovery_timeout_s:g} s after activate; paths are "
+                    "refused at the server gate until it is there (the node works on)"
+                )
+        if self._settings.validate_path and not self._path_valid_absence_reported:
+            problem = self._path_valid_problem()
+            if problem:
+                self._path_valid_absence_reported = True
+                self._node.get_logger().warning(
+                    f"handoff: {problem} {self._settings.discovery_timeout_s:g} s after activate; paths are "
+                    "refused at path_valid until it is there (the node works on)"
                 )
 
     # -- out ---------------------------------------------------------------------------------------------
@@ -233,6 +287,14 @@ class HandoffEdge:
             server = "controller server" if self._settings.mode == "follow_path" else "bt_navigator"
             return f"no Nav2 action server on {self._settings.action} (is Nav2's {server} up and active?)"
         return ""
+
+    def _path_valid_problem(self) -> str:
+        """Why IsPathValid cannot be asked now ("": its service is discovered)."""
+        if self._nav2_problem:
+            return self._nav2_problem
+        if self._path_valid is None or self._path_valid.service_is_ready():
+            return ""
+        return f"no IsPathValid service on {self._settings.is_path_valid_service} (Nav2's planner server)"
 
     def _carry_out(self, step: Step) -> None:
         """Publish the decisions, then the commands: ask IsPathValid, send or cancel a goal."""
@@ -348,7 +410,8 @@ class HandoffEdge:
         def feedback(message: Any) -> None:
             fb = message.feedback
             distance = getattr(fb, "distance_to_goal", getattr(fb, "distance_remaining", 0.0))
-            self.handoff.goal_feedback(rid, float(distance), float(getattr(fb, "speed", 0.0)))
+            speed = float(getattr(fb, "speed", 0.0))
+            self._carry_out(self.handoff.goal_feedback(rid, float(distance), speed, self._now()))
 
         def responded(future: Any) -> None:
             try:
@@ -391,14 +454,15 @@ class HandoffEdge:
         s = self._settings
         problem = self._server_problem() if s.sends else ""
         with self._lock:
-            has_info = self._intrinsics is not None
+            has_info, info_problem = self._intrinsics is not None, self._info_problem
         last = status.last
         result = status.last_result
         values: dict[str, object] = {
             "mode": s.mode,
             "action": s.action,
             "camera": self.camera,
-            "camera_info": "received" if has_info else f"none yet on {self.camera_info_topic}",
+            "camera_info": info_problem
+            or ("received" if has_info else f"none yet on {self.camera_info_topic}"),
             "nav2": problem or ("on the graph" if s.sends else "not used"),
             "goal": status.goal,
             "goal_state": status.goal_state,
@@ -411,6 +475,8 @@ class HandoffEdge:
             "last_error_msg": result.error_msg if result else "",
         }
         values.update({f"decisions_{kind}": n for kind, n in sorted(status.counts.items())})
+        # Every refusal, by the gate that failed (every gate shown, 0 included: a count that stays 0 says so).
+        values.update({f"refused_{gate}": status.refused.get(gate, 0) for gate in (*GATE_NAMES, STOPPED)})
         if problem:
             level, message = "warn", problem
         elif last is not None:

@@ -179,6 +179,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
                 # and the core it reports to, and a dead thread was then reused with a stale `healthy`.
                 self._stop_health()
                 return TransitionCallbackReturn.FAILURE
+        if self.handoff is not None:  # taking answers again; Nav2 gets its discovery window anew
+            self.handoff.activate()
         if not self._gate.open_with(lambda: self._create_inputs(cfg)):
             self._stop_health()
             return TransitionCallbackReturn.FAILURE
@@ -195,6 +197,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         or during the transition, stays available to get_result (before, 5 of 160 goals of a storm never got
         theirs, and a result asked after deactivate got no answer at all)."""
         self._stop_inputs()
+        if self.handoff is not None:  # nothing sent from now on; the goal it sent cancelled (handoff.on_stop)
+            self.handoff.stop("deactivate")
         if self._scheduler is not None:
             self._scheduler.shutdown(self.config.shutdown_timeout_s)
         self._stop_health()
@@ -615,6 +619,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         """
         if not self._gate.stop():
             return
+        if self.handoff is not None:  # the goal it sent cancelled (handoff.on_stop), while main still spins
+            self.handoff.stop("shutdown")
         config = getattr(self, "config", None)
         timeout = timeout_s if timeout_s is not None else (config.shutdown_timeout_s if config else 3.0)
         if self._scheduler is not None and not self._scheduler.shutdown(timeout):

@@ -28,6 +28,23 @@ def test_problem_log_reports_each_problem_once_per_period() -> None:
     assert lines[-1] == "problem a (4 more since last report)"
 
 
+def test_repeats_held_back_are_stated_with_their_count_once_the_period_ends() -> None:
+    """Issue 37, finding 7: of 9 refusals in a row, 4 got a log line and nothing said how many were dropped
+    when no line of the same problem followed."""
+    lines: list[str] = []
+    log = ProblemLog(lines.append, period_s=0.2)
+    for i in range(9):
+        log.report("refused", f"refusal {i}")
+    log.flush()
+    assert lines == ["refusal 0"]  # the period has not ended: nothing stated yet
+    time.sleep(0.25)
+    log.flush()
+    assert lines == ["refusal 0", "refusal 8 (8 more like this in the last 0.2 s, not logged each)"]
+    log.flush()
+    log.report("other", "another problem")  # a report states what is due too
+    assert lines[-1] == "another problem" and len(lines) == 3
+
+
 def test_server_status_levels() -> None:
     assert server_status("u", "", None, "").level == "warn"
     assert server_status("u", "m", True, "").message == "healthy"

@@ -7,6 +7,7 @@ without nav2_msgs or without Nav2 that works on."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -170,7 +171,9 @@ def test_a_drive_path_answer_is_followed_by_the_controller_server_and_its_end_co
         assert accepted.action == "/follow_path"
         end = t.event(rid, "goal_succeeded")
         assert end.distance_to_goal >= 0 and end.error_code == 0
-        assert t.kinds(rid) == ["sent", "goal_accepted", "goal_succeeded"]
+        kinds = t.kinds(rid)
+        assert [k for k in kinds if k != "goal_feedback"] == ["sent", "goal_accepted", "goal_succeeded"]
+        assert "goal_feedback" in kinds  # 0.6 s of feedback, 2 a second at most
 
         def handoff_status() -> dict[str, str] | None:
             for msg in reversed(list(t.h.diagnostics.items)):
@@ -441,9 +444,10 @@ def test_without_nav2_on_the_graph_one_warning_and_the_node_works_on(
         ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
         camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
     ):
-        t = Handoff(
-            harness_factory(handoff_params(tmp_path, server.base_url, action_name="/no_such_follow_path"))
+        params = handoff_params(
+            tmp_path, server.base_url, action_name="/no_such_follow_path", discovery_timeout_s=0.0
         )
+        t = Handoff(harness_factory(params))
         for _ in range(2):
             t.fresh_frame()
             result = t.h.result_for(t.h.trigger_id())
@@ -452,6 +456,17 @@ def test_without_nav2_on_the_graph_one_warning_and_the_node_works_on(
             assert result.handoff.reason.startswith("server: no Nav2 action server on /no_such_follow_path")
         # ~/next_action is published just after ~/result, on a topic of its own.
         wait_until(lambda: len(t.h.next_actions.items) >= 2, 10.0, "two next actions")
+
+        def refusals(items: list[Any]) -> dict[str, str] | None:
+            for msg in reversed(items):
+                for status in msg.status:
+                    values = {kv.key: kv.value for kv in status.values}
+                    if status.name == "reasoner_node: handoff" and values.get("refused_server") == "2":
+                        return values
+            return None
+
+        values = t.h.diagnostics.wait_for(refusals, 20.0, "two refusals at server in /diagnostics")
+        assert values["refused_ground_path"] == "0" and values["refused_stopped"] == "0"
         edge = t.h.node.handoff
         assert edge is not None
         wait_until(lambda: edge._absence_reported, 20.0, "the warning about Nav2's absence")
@@ -562,3 +577,128 @@ def test_a_managed_node_builds_the_handoff_at_configure_and_releases_it_at_clean
     finally:
         bad.destroy_node()
         rclpy.shutdown(context=context)
+
+
+# -- issue 37: discovery, the node's stop, feedback ------------------------------------------------------
+
+
+def test_a_path_answered_before_nav2_is_discovered_waits_and_is_sent_once_it_appears(
+    tmp_path: Path, harness_factory: Any
+) -> None:
+    """Finding 3: a path that came while the Nav2 server was not yet seen was refused at server. Now it waits
+    (a generous window here: the test's own start takes seconds) and goes once the stand-in appears; the
+    goal's feedback comes back on ~/handoff/decision, at most 2 per second (finding 5)."""
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
+    ):
+        params = handoff_params(tmp_path, server.base_url, discovery_timeout_s=120.0, max_age_s=120.0)
+        t = Handoff(harness_factory(params))
+        rid = t.h.trigger_id()
+        first = t.h.result_for(rid).handoff
+        assert first.decision == "waiting", first.reason
+        assert "to be discovered" in first.reason
+        with nav2_standins(follow_path="/follow_path") as nav2:
+            assert nav2.controller is not None
+            nav2.controller.script = Script("succeed", duration_s=1.6)
+            sent = t.event(rid, "sent", timeout_s=60.0)
+            assert [g.name for g in sent.gates][-1] == "server" and all(g.passed for g in sent.gates)
+            (received,) = nav2.goals()
+            assert len(received.goal.path.poses) == len(sent.path.poses)
+            t.event(rid, "goal_succeeded")
+        kinds = t.kinds(rid)
+        assert kinds[:3] == ["waiting", "sent", "goal_accepted"] and "refused" not in kinds
+        feedback = [
+            d for d in list(t.decisions.items) if d.request_id == rid and d.decision == "goal_feedback"
+        ]
+        assert feedback, kinds
+        stamps = [time_to_ns(d.header.stamp) for d in feedback]
+        assert all(b - a >= 0.45e9 for a, b in itertools.pairwise(stamps)), stamps
+        assert all(d.distance_to_goal >= 0 and d.speed == pytest.approx(0.25) for d in feedback)
+
+
+def test_deactivate_cancels_the_goal_the_node_sent_and_reports_nav2_s_answer(
+    tmp_path: Path, harness_factory: Any
+) -> None:
+    """Finding 4: a deactivate cancelled nothing; the goal ran on. Under on_stop cancel (the default) the
+    stand-in sees the cancel, and its end comes back on ~/handoff/decision before deactivate returns."""
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
+        nav2_standins(follow_path="/follow_path") as nav2,
+    ):
+        assert nav2.controller is not None
+        nav2.controller.script = Script("hang")
+        t = Handoff(harness_factory(handoff_params(tmp_path, server.base_url)))
+        t.sees_nav2()
+        rid = t.h.trigger_id()
+        t.event(rid, "goal_accepted")
+        assert t.h.node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        assert nav2.controller.cancels == 1
+        t.event(rid, "goal_canceled")
+        cancel = t.event(rid, "cancel")
+        assert cancel.reason == "the node stops (deactivate); on_stop is cancel"
+        wait_until(lambda: nav2.controller.received[0].status == "canceled", 10.0, "the stand-in's record")
+
+
+def test_sigint_cancels_the_goal_of_a_node_process(tmp_path: Path) -> None:
+    """Finding 4, as a robot runs it: reasoner_node in a process of its own, a goal running at the stand-in
+    controller server, SIGINT. The stand-in sees the cancel, the node reports it and exits with 0."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from support.load import Probe, node_process
+
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
+        nav2_standins(follow_path="/follow_path") as nav2,
+        node_process(handoff_params(tmp_path, server.base_url), tmp_path / "node") as run,
+    ):
+        assert nav2.controller is not None
+        nav2.controller.script = Script("hang")
+        probe = Probe()
+        try:
+            decisions, diagnostics = Collector(), Collector()
+            reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+            probe.node.create_subscription(
+                HandoffDecision, "/reasoner_node/handoff/decision", decisions, reliable
+            )
+            probe.node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics, 10)
+            probe.wait_ready()
+
+            def handoff_ready(items: list[Any]) -> bool:
+                for msg in items[-5:]:
+                    for status in msg.status:
+                        values = {kv.key: kv.value for kv in status.values}
+                        if (
+                            status.name == "reasoner_node: handoff"
+                            and values.get("camera_info") == "received"
+                        ):
+                            return values.get("nav2") == "on the graph"
+                return False
+
+            diagnostics.wait_for(handoff_ready, 60.0, "CameraInfo and Nav2 seen by the node")
+            wait_until(lambda: probe.frames_buffered() >= 3, 30.0, "buffered frames")
+            future = probe.trigger.call_async(probe.Trigger.Request())
+            reply = wait_until(lambda: future.result() if future.done() else None, 20.0, "the trigger reply")
+            rid = str(reply.message).split()[0]
+
+            def event(kind: str) -> Any:
+                return decisions.wait_for(
+                    lambda items: next(
+                        (d for d in items if d.request_id == rid and d.decision == kind), None
+                    ),
+                    30.0,
+                    f"{kind} about {rid}",
+                )
+
+            event("goal_accepted")
+            code, _ = run.stop()
+            assert code == 0, run.output()[-3000:]
+            assert nav2.controller.cancels == 1, run.output()[-3000:]
+            assert event("cancel").reason == "the node stops (shutdown); on_stop is cancel"
+            event("goal_canceled")
+            assert "Traceback" not in run.output()
+        finally:
+            probe.close()
