@@ -2,26 +2,68 @@
 ordered shutdown that publishes the results of requests in flight before the ROS context goes away.
 
 `reasoner_node` (scripts/) and `python -m cosmos_reasoner_ros.node` run `main`.
+
+Signals: SIGINT and SIGTERM, in any order, number and spacing, end the process with exit code 0 and no
+traceback. Their handler only sets an event, and stays the handler until main() returns: a handler that set
+SIG_IGN (as before) made CPython report a signal already pending as "OSError: Signal 15 ignored due to race
+condition", with a traceback. In the node's own process the handler goes in before the heavy imports below
+(rclpy, the SDK, numpy: about a second), so that a signal then stops the node before it starts; main() then
+leaves both signals ignored for the interpreter's end, which would otherwise put back their default action.
 """
 
 from __future__ import annotations
 
-import argparse
+import ctypes
+import itertools
 import signal
 import sys
 import threading
 import time
+from types import FrameType
 
-import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-from rclpy.signals import SignalHandlerOptions
-from rclpy.utilities import ok, remove_ros_args, try_shutdown
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_STOP = threading.Event()  # a SIGINT or SIGTERM came: the process ends (in order)
 
-from cosmos_reasoner_ros.node.diagnostics import ProblemLog
-from cosmos_reasoner_ros.node.malloc_tuning import tune_malloc
-from cosmos_reasoner_ros.node.parameters import ConfigError
-from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode
-from cosmos_reasoner_ros.node.service_replies import AnswerCount, failure_place, failure_summary
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    _STOP.set()
+
+
+def install_signal_handlers() -> threading.Event:
+    """SIGINT and SIGTERM set the returned event (idempotent: every later signal too, nothing else)."""
+    for signum in _SIGNALS:
+        if signal.getsignal(signum) is not _on_signal:
+            signal.signal(signum, _on_signal)
+    return _STOP
+
+
+def _started_as_node() -> bool:
+    """Whether this interpreter was started to run the node (reasoner_node, ros2 run, launch, python -m),
+    not a process that imports the package (tests, the bag tools), whose handlers are its own."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    as_module = any(pair == ("-m", "cosmos_reasoner_ros.node") for pair in itertools.pairwise(argv))
+    return as_module or any(arg.rsplit("/", 1)[-1] == "reasoner_node" for arg in argv[:3])
+
+
+if _started_as_node():
+    install_signal_handlers()
+
+import argparse  # noqa: E402 (after the handlers: see the module's docstring)
+
+import rclpy  # noqa: E402
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor  # noqa: E402
+from rclpy.signals import SignalHandlerOptions  # noqa: E402
+from rclpy.utilities import ok, remove_ros_args, try_shutdown  # noqa: E402
+
+from cosmos_reasoner_ros.node.diagnostics import ProblemLog  # noqa: E402
+from cosmos_reasoner_ros.node.malloc_tuning import tune_malloc  # noqa: E402
+from cosmos_reasoner_ros.node.parameters import ConfigError  # noqa: E402
+from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode  # noqa: E402
+from cosmos_reasoner_ros.node.service_replies import (  # noqa: E402
+    AnswerCount,
+    failure_place,
+    failure_summary,
+)
 
 __all__ = ["main"]
 
@@ -72,26 +114,41 @@ def answer_what_is_queued(
             last, quiet_since = answered.value, time.monotonic()
 
 
-def stop_once(stop: threading.Event) -> None:
-    """The first SIGINT or SIGTERM starts the ordered shutdown (bounded by shutdown_timeout_s); later ones
-    are ignored from then on. Before, a later one arriving as the interpreter finished (CPython puts back
-    the default action of signals with a Python handler) killed the process: 30 SIGTERMs 20 ms apart gave
-    exit code -15 every time, where one gives the documented 0. Ignored signals stay ignored."""
-    stop.set()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+def ignore_signals_for_good() -> None:
+    """SIGINT and SIGTERM ignored from now until the process ends. CPython's end puts back the default action
+    of a signal with a Python handler: a SIGTERM then killed the process (30 SIGTERMs 20 ms apart: exit code
+    -15 every time, where one gives the documented 0); one it ignores stays ignored. The kernel ignores them
+    first, and only then the interpreter's record follows (signal.signal runs what is pending first): a
+    signal arriving in between would otherwise find SIG_IGN as its handler, the race condition above."""
+    libc = ctypes.CDLL(None)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+    for signum in _SIGNALS:
+        libc.signal(int(signum), int(signal.SIG_IGN))
+    time.sleep(0.001)  # a handler already running in another thread sets its flag before the next look
+    for signum in _SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
 
 
 def main(args: list[str] | None = None) -> int:
+    """The process: exit code 0 after a signal or the ROS context's end, 2 for a bad configuration."""
+    # The first SIGINT or SIGTERM starts the ordered shutdown (bounded by shutdown_timeout_s); later ones
+    # change nothing. rclpy's own handler would shut the context down at once, and results of requests in
+    # flight could no longer be published.
+    stop = install_signal_handlers()
+    try:
+        return _run(args, stop)
+    finally:
+        ignore_signals_for_good()
+
+
+def _run(args: list[str] | None, stop: threading.Event) -> int:
     # Arguments outside --ros-args are the node's own: only --help exists (anything else is an error, exit 2).
     usage().parse_args(remove_ros_args(args=sys.argv if args is None else args)[1:])
-    # rclpy's own signal handler would shut the context down at once, and results of requests in flight
-    # could no longer be published: this process handles SIGINT and SIGTERM itself and shuts down in order.
+    if stop.is_set():  # a signal during the imports: nothing started, nothing to stop
+        return 0
     tune_malloc()  # before any thread exists: frames must not fragment the heap (see malloc_tuning)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop_once(stop))
     try:
         try:
             node = ReasonerNode()
