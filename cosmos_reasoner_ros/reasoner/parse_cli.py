@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, help="source image height in pixels (with --width)")
     parser.add_argument("--tasks-file", type=Path, help="your tasks YAML, merged over the shipped catalog")
     parser.add_argument("--finish-reason", help='the server\'s finish_reason ("length" means cut off)')
+    parser.add_argument(
+        "--structured",
+        action="store_true",
+        help="the request carried the task's schema (the node's structured_output): the answer must be one "
+        "JSON value the schema accepts",
+    )
     parser.add_argument("file", nargs="?", type=Path, help="the answer text (default: stdin)")
     args = parser.parse_args(argv)
 
@@ -76,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         raw = args.file.read_text(encoding="utf-8") if args.file else sys.stdin.read()
         catalog = TaskCatalog.load(args.tasks_file)
-        kind = catalog.spec(args.task).answer_kind
-        parsed = parse_answer(raw, kind, args.width, args.height, finish_reason=args.finish_reason)
+        spec = catalog.spec(args.task)
+        schema = spec.json_schema if args.structured else None
+        parsed = parse_answer(
+            raw, spec.answer_kind, args.width, args.height, finish_reason=args.finish_reason, schema=schema
+        )
         out = answer_to_json(args.task, parsed)
     except ReasonerError as err:
         out = answer_to_json(args.task, None, f"{err.kind}: {err}", raw)

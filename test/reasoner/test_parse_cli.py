@@ -126,3 +126,22 @@ def test_installed_script_runs_as_a_process() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == "Pick up the cup."
+
+
+@pytest.mark.parametrize(
+    ("text", "structured", "error"),
+    [
+        ('[{"point_2d": [500, 250], "label": "g"}, {"point_2d": [5', False, "incomplete: "),
+        ('[{"point_2d": [500, 2500], "label": "g"}]', True, "schema_invalid: "),
+        ('[{"point_2d": [500, 250], "label": "g"}] and more', True, "incomplete: "),
+    ],
+)
+def test_cut_and_schema_refused_answers_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, structured: bool, error: str
+) -> None:
+    answer = tmp_path / "a.txt"
+    answer.write_text(text)
+    argv = ["--task", "drive_path", *(["--structured"] if structured else []), str(answer)]
+    status, out = _run(argv, capsys)
+    assert status == 1 and out["ok"] is False and out["points"] == []
+    assert out["error"].startswith(error), out["error"]
