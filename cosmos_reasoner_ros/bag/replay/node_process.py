@@ -37,6 +37,7 @@ __all__ = [
     "handoff_settings",
     "namespaced_params_file",
     "node_command",
+    "node_parameter",
     "node_parameters",
     "parameter_problem",
     "yaml_string",
@@ -179,11 +180,17 @@ def check_parameters(params: Sequence[str]) -> None:
 
 
 def _handoff_setting(options: EvalOptions, name: str) -> object:
-    """A `handoff.<name>` parameter as the replayed node will read it: the last `-p`, else the parameter
-    file's (nested `handoff: {name: ...}` or flat), else None."""
+    """A `handoff.<name>` parameter as the replayed node will read it (node_parameter)."""
+    return node_parameter(options, f"handoff.{name}")
+
+
+def node_parameter(options: EvalOptions, full_name: str) -> object:
+    """A node parameter as the replayed node will read it: the last `-p`, else the parameter file's (for a
+    dotted name, nested `a: {b: ...}` or flat `a.b`), else None."""
+    group, dot, name = full_name.rpartition(".")
     for item in reversed(options.params):
         key, _, value = item.partition(":=")
-        if key.strip() == f"handoff.{name}":
+        if key.strip() == full_name:
             try:
                 return yaml.safe_load(value)
             except yaml.YAMLError:
@@ -201,10 +208,10 @@ def _handoff_setting(options: EvalOptions, name: str) -> object:
     values = block.get("ros__parameters") if isinstance(block, dict) else None
     if not isinstance(values, dict):
         return None
-    nested = values.get("handoff")
+    nested = values.get(group) if dot else None
     if isinstance(nested, dict) and name in nested:
         return nested[name]
-    return values.get(f"handoff.{name}")
+    return values.get(full_name)
 
 
 def handoff_settings(options: EvalOptions) -> HandoffSettings:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
 from cosmos_reasoner_ros.bag.verbs.arguments import add_checks, add_run, add_topics
-from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish
+from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, junit_on_error
 from cosmos_reasoner_ros.bag.verbs.scoring_args import add_scoring_arguments, scoring_from_args
 
 if TYPE_CHECKING:
@@ -72,6 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    with junit_on_error(args.junit, args.output.name):
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
 
     tolerances = load_tolerances(args.tolerances)
@@ -80,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
     if args.results is not None:
         return _from_results(args, tolerances, scoring)
     from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, bag_paths
+    from cosmos_reasoner_ros.bag.replay.preflight import check_tasks
     from cosmos_reasoner_ros.bag.runs.suite import run_bags
 
     if not args.bags:
@@ -107,6 +113,7 @@ def main(args: argparse.Namespace) -> int:
         depth=not args.no_depth,
         media_dir=args.media_dir,
     )
+    check_tasks(options)  # a misspelled task: exit 2 now, not a replay whose every request fails
     bags = bag_paths(args.bags)
     try:
         run = run_bags(bags, args.output, options, tolerances, args.baseline, args.title, scoring=scoring)

@@ -4,16 +4,18 @@ is within its tolerances, 1 when one exceeded a tolerance."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
+from cosmos_reasoner_ros.errors import ReasonerError
 
 if TYPE_CHECKING:
     from cosmos_reasoner_ros.bag.runs.suite import SuiteRun
 
-__all__ = ["EXIT_CODES", "check_outputs", "epilog", "finish"]
+__all__ = ["EXIT_CODES", "check_outputs", "epilog", "finish", "junit_on_error"]
 
 EXIT_CODES = (
     "Exit 0: every run within its tolerances. 1: a tolerance exceeded (the summary, verdict.json, the report "
@@ -77,3 +79,29 @@ def finish(runs: Sequence[SuiteRun], junit: Path | None, failed: RunFailed | Non
     if written is not None:
         print(f"junit: {written}")
     return 0 if all(run.result.verdict.passed for run in runs) else 1
+
+
+@contextmanager
+def junit_on_error(junit: Path | None, run: str) -> Iterator[None]:
+    """Every exit 2 of a judged verb leaves its JUnit file when --junit is given, as --help promises: bad
+    input found before anything runs (a labels file, a sweep value, an unknown task) is one test case in error
+    naming the cause. A run that stopped (RunFailed) was written by `finish`, beside the runs before it."""
+    try:
+        yield
+    except RunFailed:
+        raise
+    except (BagError, ReasonerError, ValueError) as exc:
+        if junit is not None:
+            _write_error(junit, run, str(exc))
+        raise
+
+
+def _write_error(junit: Path, run: str, error: str) -> None:
+    from cosmos_reasoner_ros.bag.report.junit import JUnitSuite, write_junit
+    from cosmos_reasoner_ros.bag.safe_paths import writable_file
+
+    try:
+        writable_file(junit, "JUnit file")
+        write_junit(junit, [JUnitSuite(run, None, error=f"bad input: {error}")])
+    except (BagError, OSError):
+        pass  # the JUnit file itself cannot be written: stderr already says why the verb stopped

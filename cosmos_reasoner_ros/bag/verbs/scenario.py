@@ -8,8 +8,9 @@ import argparse
 from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
+from cosmos_reasoner_ros.bag.safe_paths import printable
 from cosmos_reasoner_ros.bag.verbs.arguments import add_run
-from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish
+from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, junit_on_error
 from cosmos_reasoner_ros.bag.verbs.scoring_args import add_scoring_arguments, scoring_from_args
 
 __all__ = ["HELP", "add_arguments", "main"]
@@ -39,7 +40,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    with junit_on_error(args.junit, args.output.name):
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
+    from cosmos_reasoner_ros.bag.replay.preflight import check_tasks
     from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
     from cosmos_reasoner_ros.bag.runs.suite import SuiteRun, run_scenario
 
@@ -59,6 +66,12 @@ def main(args: argparse.Namespace) -> int:
         record=args.record,
         media_dir=args.media_dir,
     )
+    for scenario in scenarios:  # every variant's tasks against its catalog (a sweep may change tasks_file)
+        for variant in scenario.variants():
+            check_tasks(
+                scenario.options(variant, base),
+                f"{printable(str(scenario.path))}: {variant.name or 'goals'}: ",
+            )
     runs: list[SuiteRun] = []
     try:
         for scenario in scenarios:

@@ -210,7 +210,7 @@ def test_the_paths_a_scenario_names_lie_inside_its_folder(tmp_path: Path) -> Non
     ],
 )
 def test_node_parameters_are_checked_before_anything_runs(tmp_path: Path, text: str, message: str) -> None:
-    # A bad second sweep value ran the first for 60 s, then exit 2 (and no JUnit file) before.
+    # A bad second sweep value ran the first for 60 s, then exit 2 before (its JUnit file: test_bad_input.py).
     suite = _suite(tmp_path)
     (suite / "s.yaml").write_text(f"bags: [bags/one]\ngoals: [{{task: x, at: 1}}]\n{text}\n")
     with pytest.raises(BagError) as caught:
