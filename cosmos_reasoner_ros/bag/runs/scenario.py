@@ -24,7 +24,7 @@ from cosmos_reasoner_ros.bag.safe_paths import printable, safe_name
 from cosmos_reasoner_ros.bag.scores import MinScore
 from cosmos_reasoner_ros.bag.yaml_files import load_yaml
 
-__all__ = ["Scenario", "Variant", "inside_suite", "load_scenario", "scenario_files"]
+__all__ = ["Scenario", "Variant", "inside_suite", "is_labels_file", "load_scenario", "scenario_files"]
 
 _KEYS = {
     "name",
@@ -325,15 +325,29 @@ def load_scenario(path: Path) -> Scenario:
     )
 
 
+def is_labels_file(path: Path) -> bool:
+    """The naming rule that tells a labels file from a scenario beside it: `*.labels.yaml` (as `labels draft`
+    names them) or `labels.yaml` (.yml too; any case)."""
+    name = path.name.lower()
+    return name in ("labels.yaml", "labels.yml") or name.endswith((".labels.yaml", ".labels.yml"))
+
+
 def scenario_files(paths: Sequence[Path]) -> list[Path]:
-    """Scenario files given directly or as folders of them (*.yaml / *.yml, sorted, not recursive)."""
+    """Scenario files given directly or as folders of them (*.yaml / *.yml, sorted, not recursive), labels
+    files beside them left out (is_labels_file)."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+            inside = sorted(
+                p
+                for p in path.iterdir()
+                if p.suffix in (".yaml", ".yml") and p.is_file() and not is_labels_file(p)
+            )
             if not inside:
-                raise BagError(f"{path} holds no scenario (*.yaml)")
+                raise BagError(f"{path} holds no scenario (*.yaml, labels files *.labels.yaml left out)")
             found += inside
+        elif path.is_file() and is_labels_file(path):
+            raise BagError(f"{path} is a labels file (*.labels.yaml), not a scenario: a scenario names it")
         elif path.is_file():
             found.append(path)
         else:

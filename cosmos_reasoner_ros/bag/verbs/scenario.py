@@ -19,7 +19,13 @@ HELP = "run scenario files (or folders of them): bags, goals, tolerances, sweeps
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files or folders of them")
+    p.add_argument(
+        "scenarios",
+        type=Path,
+        nargs="+",
+        help="scenario YAML files or folders of them (labels files beside them, *.labels.yaml or labels.yaml, "
+        "are skipped)",
+    )
     p.add_argument(
         "-o", "--output", type=Path, required=True, help="output folder (a sub-folder per scenario)"
     )

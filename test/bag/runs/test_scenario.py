@@ -74,6 +74,32 @@ def test_bad_scenarios_name_the_problem(tmp_path: Path, text: str, message: str)
         load_scenario(path)
 
 
+@pytest.mark.parametrize(
+    "labels_name", ["packing.labels.yaml", "packing.labels.yml", "labels.yaml", "Robot.LABELS.yaml"]
+)
+def test_labels_files_beside_scenarios_are_not_scenarios(tmp_path: Path, labels_name: str) -> None:
+    """Issue 38, finding 7: `scenario FOLDER` read `labels draft`'s packing.labels.yaml as a scenario
+    ("unknown key(s) bag, version"). The naming rule: *.labels.yaml / .yml, or labels.yaml / .yml."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "s.yaml").write_text("x")
+    (suite / labels_name).write_text("version: 1\nbag: packing\nlabels: []\n")
+    assert [p.name for p in scenario_files([suite])] == ["s.yaml"]
+    with pytest.raises(BagError, match="is a labels file"):  # named directly: said, not read as a scenario
+        scenario_files([suite / labels_name])
+    (suite / "s.yaml").unlink()
+    with pytest.raises(BagError, match="holds no scenario"):
+        scenario_files([suite])
+    assert [p.name for p in scenario_files([_write(suite / "labels_of_the_week.yaml")])] == [
+        "labels_of_the_week.yaml"  # the rule is the suffix, not any name that starts with labels
+    ]
+
+
+def _write(path: Path) -> Path:
+    path.write_text("x")
+    return path
+
+
 def test_folders_expand_and_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()
