@@ -631,7 +631,8 @@ def test_deactivate_cancels_the_goal_the_node_sent_and_reports_nav2_s_answer(
     ):
         assert nav2.controller is not None
         nav2.controller.script = Script("hang")
-        t = Handoff(harness_factory(handoff_params(tmp_path, server.base_url)))
+        # server_timeout_s bounds the wait for Nav2's answer to the cancel: ample on a loaded machine.
+        t = Handoff(harness_factory(handoff_params(tmp_path, server.base_url, server_timeout_s=20.0)))
         t.sees_nav2()
         rid = t.h.trigger_id()
         t.event(rid, "goal_accepted")
@@ -653,7 +654,9 @@ def test_sigint_cancels_the_goal_of_a_node_process(tmp_path: Path) -> None:
         ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
         camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
         nav2_standins(follow_path="/follow_path") as nav2,
-        node_process(handoff_params(tmp_path, server.base_url), tmp_path / "node") as run,
+        node_process(
+            handoff_params(tmp_path, server.base_url, server_timeout_s=15.0), tmp_path / "node"
+        ) as run,
     ):
         assert nav2.controller is not None
         nav2.controller.script = Script("hang")
