@@ -23,8 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "scenarios",
         type=Path,
         nargs="+",
-        help="scenario YAML files or folders of them (labels files beside them, *.labels.yaml or labels.yaml, "
-        "are skipped)",
+        help="scenario YAML files or folders of them (labels files beside them, *.labels.yaml or "
+        "labels.yaml, are skipped)",
     )
     p.add_argument(
         "-o", "--output", type=Path, required=True, help="output folder (a sub-folder per scenario)"
