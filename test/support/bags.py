@@ -180,6 +180,30 @@ def definition(msgtype: str) -> str:
     return str(STORE.generate_msgdef(msgtype, ros_version=2)[0])
 
 
+LOG = "rcl_interfaces/msg/Log"
+# What rosbag2's own sqlite3 talker bag stores for /rosout (issue 38): a placeholder, not Log's definition.
+PLACEHOLDER_LOG_MSG = "uint8 level\n"
+
+
+def rosout_messages(count: int = 10, start_ns: int = T0, period_ns: int = 500_000_000) -> list[Msg]:
+    """/rosout as `ros2 run demo_nodes_cpp talker` logs it: "Publishing: 'Hello World: N'" at INFO."""
+    out = []
+    for i in range(count):
+        ns = start_ns + i * period_ns
+        stamp = T["builtin_interfaces/msg/Time"](sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+        log = T[LOG](
+            stamp=stamp,
+            level=20,
+            name="talker",
+            msg=f"Publishing: 'Hello World: {i}'",
+            file="talker.cpp",
+            function="operator()",
+            line=42,
+        )
+        out.append(Msg("/rosout", LOG, ns, _cdr(log)))
+    return out
+
+
 # ------------------------------------------------------------------------------------------- writers
 
 QOS_V8 = {  # what rosbag2 (Humble..Jazzy) stores for a reliable volatile keep_last(10) publisher

@@ -302,6 +302,8 @@ def verify(bag: BagReader, topics: Collection[str], everything: bool = False) ->
             result.problems.append(
                 f"{n} message(s) of {topic} do not deserialize as {bag.topics[topic].msgtype}"
             )
+    # Which definition each standard type the bag defines its own way was read with: the record says so.
+    result.notes += [f"{t}: {note}" for t, note in sorted(bag.own_definitions(topics).items())]
     for times in result.times.values():  # (files and chunks need not be in time order)
         times.sort()
     if bag.metadata is not None and not result.problems:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import tempfile
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 from typing import IO, Any
@@ -504,8 +505,18 @@ class BagReader:
         key = frozenset(topics)
         if key not in self._stores:
             topics_ = [self.topic(t) for t in sorted(topics)]
-            self._stores[key] = _typestore_for(topics_, self.ros_distro or None)
+            self._stores[key] = _typestore_for(
+                topics_, self.ros_distro or None, lambda msgtype: self._samples(msgtype, topics_)
+            )
         return self._stores[key]
+
+    def _samples(self, msgtype: str, topics: list[TopicInfo]) -> list[bytes]:
+        """The first few messages of the topics of a type: what tells whether a definition describes them."""
+        names = [t.name for t in topics if t.msgtype == msgtype]
+        try:
+            return [m.data for m in itertools.islice(self.messages(names), _SAMPLES)]
+        except BagError:  # a damaged file: verify() says so; the definition is judged on nothing
+            return []
 
     def close(self) -> None:
         for storage in self._storages:
@@ -558,15 +569,14 @@ def check_message_size(data: bytes) -> None:
 
 
 def _typestore_for(
-    topics: list[TopicInfo], distro: str | None
+    topics: list[TopicInfo], distro: str | None, samples: Callable[[str], list[bytes]]
 ) -> tuple[Typestore, dict[str, str], dict[str, str]]:
     """(store, {type: why it cannot be read}, {type: note}) for the topics: the standard types of the
     distribution (store_of), this package's messages, the types the bag defines that nothing here knows, and
     a standard type the bag recorded with another definition (an older distribution's: Humble's
-    sensor_msgs/Range lacks Jazzy's `variance`) with the bag's own definition, said in the notes."""
-    from rosbags.typesys import get_typestore
-    from rosbags.typesys.stores import Stores
-
+    sensor_msgs/Range lacks Jazzy's `variance`) with the bag's own definition, said in the notes; unless that
+    definition does not read the type's messages (`samples`: a few of them) and the installed type does
+    (rosbag2's placeholders: "uint8 level" for rcl_interfaces/Log): then the installed type, said too."""
     from cosmos_reasoner_ros.bag.files.typestore import distro_name, fresh_typestore
 
     store = fresh_typestore(distro)
@@ -597,7 +607,12 @@ def _typestore_for(
         differing = [
             n for n, fd in types.items() if n in store.fielddefs and _differs(store.fielddefs[n], fd)
         ]
-        if differing:
+        if differing and _installed_reads(store, types, msgtype, samples(msgtype)):
+            own[msgtype] = (
+                f"the bag's stored definition of {msgtype} does not describe its messages: read with ROS 2 "
+                f"{distro_name(distro)}'s installed type, which does"
+            )
+        elif differing:
             own[msgtype] = (
                 f"recorded with a definition of {msgtype} that differs from ROS 2 "
                 f"{distro_name(distro)}'s (another distribution's): read with the bag's own"
@@ -605,15 +620,40 @@ def _typestore_for(
             for n, fd in types.items():
                 overrides.setdefault(n, fd)
     if overrides:  # the bag's definitions first, then every standard type they leave
-        rebuilt = get_typestore(Stores.EMPTY)
-        rebuilt.register(overrides)
-        rebuilt.register({n: fd for n, fd in store.fielddefs.items() if n not in rebuilt.fielddefs})
-        store = rebuilt
+        store = _overridden(store, overrides)
     for types in defined.values():  # types nothing here knows, from their stored definitions
         new = {k: v for k, v in types.items() if k not in store.fielddefs}
         if new:
             store.register(new)
     return store, problems, own
+
+
+def _overridden(store: Typestore, overrides: Mapping[str, Any]) -> Typestore:
+    """A store of `overrides` and every type of `store` they leave."""
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys.stores import Stores
+
+    rebuilt = get_typestore(Stores.EMPTY)
+    rebuilt.register(dict(overrides))
+    rebuilt.register({n: fd for n, fd in store.fielddefs.items() if n not in rebuilt.fielddefs})
+    return rebuilt
+
+
+def _installed_reads(store: Typestore, types: Mapping[str, Any], msgtype: str, data: list[bytes]) -> bool:
+    """Whether the installed type reads every sampled message and the bag's own definition does not read one
+    of them: then the stored definition does not describe the data (with no message, it is believed)."""
+
+    def reads(s: Typestore, message: bytes) -> bool:
+        try:
+            s.deserialize_cdr(message, msgtype)
+        except Exception:  # whatever the CDR decoder trips over
+            return False
+        return True
+
+    if not data or not all(reads(store, m) for m in data):
+        return False
+    own = _overridden(store, types)
+    return not all(reads(own, m) for m in data)
 
 
 def _parse_definition(t: TopicInfo) -> dict[str, Any]:
@@ -653,6 +693,7 @@ def _names(desc: Any) -> list[str]:
 
 
 _PLACEHOLDER = [("structure_needs_at_least_one_member", (1, ("uint8", 0)))]
+_SAMPLES = 5  # messages of a type that judge whether its stored definition describes them
 
 
 def _differs(standard: Any, recorded: Any) -> bool:

@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support.bags import LOG, PLACEHOLDER_LOG_MSG, definition, rosout_messages, write_sqlite_bag
 from support.recordings import RANGE, Recording, write_recording
 
 from cosmos_reasoner_ros.bag.cli import main
@@ -86,3 +87,40 @@ def test_play_leaves_another_layout_out_or_refuses_it_when_named(
         assert main(["play", str(bag), "--topics", RANGE_TOPIC]) == 2
         err = capsys.readouterr().err
         assert f"topic {RANGE_TOPIC} cannot be played" in err and "damaged" not in err, err
+
+
+def _placeholder(msgtype: str) -> str:
+    return PLACEHOLDER_LOG_MSG if msgtype == LOG else definition(msgtype)
+
+
+def test_a_stored_definition_that_does_not_describe_the_data_yields_to_the_installed_type(
+    tmp_path: Path,
+) -> None:
+    """Issue 38, finding 6: rosbag2's own sqlite3 talker bag stores "uint8 level" for rcl_interfaces/Log; its
+    messages decode with the installed type and were called damaged ("10 message(s) of /rosout do not
+    deserialize"). The installed type wins, and the bag's check says so."""
+    bag = write_sqlite_bag(tmp_path / "talker", rosout_messages(10), 9, definitions=_placeholder)
+    with BagReader(bag) as reader:
+        topics = list(reader.topics)
+        checked = verify(reader, topics, everything=True)
+        assert not checked.problems and not checked.foreign, checked
+        said = [n for n in checked.notes if LOG in n]
+        assert len(said) == 1 and "does not describe its messages" in said[0] and HERE in said[0]
+        store, unknown = reader.typestore(topics)
+        assert not unknown and same_layout(store, typestore(None), LOG)
+        first = next(reader.messages(["/rosout"]))
+        assert store.deserialize_cdr(first.data, LOG).msg == "Publishing: 'Hello World: 0'"
+
+
+def test_a_stored_definition_is_kept_where_neither_it_nor_the_installed_type_reads_the_data(
+    tmp_path: Path,
+) -> None:
+    """Damage stays damage: a payload neither definition reads is not blamed on the definition."""
+    bag = write_sqlite_bag(tmp_path / "talker", rosout_messages(3), 9, definitions=_placeholder)
+    db = sqlite3.connect(next(bag.glob("*.db3")))
+    db.execute("UPDATE messages SET data = ?", (b"\x00\x01\x00\x00\xff\xff\xff\xff\x01",))
+    db.commit()
+    db.close()
+    with BagReader(bag) as reader:
+        checked = verify(reader, list(reader.topics))
+    assert checked.problems and "do not deserialize" in checked.problems[0]
