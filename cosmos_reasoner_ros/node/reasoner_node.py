@@ -603,6 +603,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
     def _publish_diagnostics(self) -> None:
         if self._gate.stopping:
             return
+        self._problems.flush()  # warnings held back: their count, once their period ended
         try:
             self.diagnostics_pub.publish(self.diagnostics())
         except Exception as exc:

@@ -617,11 +617,13 @@ def test_a_path_answered_before_nav2_is_discovered_waits_and_is_sent_once_it_app
         assert all(d.distance_to_goal >= 0 and d.speed == pytest.approx(0.25) for d in feedback)
 
 
+@pytest.mark.parametrize("on_stop", ["cancel", "keep"])
 def test_deactivate_cancels_the_goal_the_node_sent_and_reports_nav2_s_answer(
-    tmp_path: Path, harness_factory: Any
+    tmp_path: Path, harness_factory: Any, on_stop: str
 ) -> None:
     """Finding 4: a deactivate cancelled nothing; the goal ran on. Under on_stop cancel (the default) the
-    stand-in sees the cancel, and its end comes back on ~/handoff/decision before deactivate returns."""
+    stand-in sees the cancel, and its end comes back on ~/handoff/decision before deactivate returns; under
+    on_stop keep the goal runs on."""
     from rclpy.lifecycle import TransitionCallbackReturn
 
     with (
@@ -632,11 +634,16 @@ def test_deactivate_cancels_the_goal_the_node_sent_and_reports_nav2_s_answer(
         assert nav2.controller is not None
         nav2.controller.script = Script("hang")
         # server_timeout_s bounds the wait for Nav2's answer to the cancel: ample on a loaded machine.
-        t = Handoff(harness_factory(handoff_params(tmp_path, server.base_url, server_timeout_s=20.0)))
+        params = handoff_params(tmp_path, server.base_url, server_timeout_s=20.0, on_stop=on_stop)
+        t = Handoff(harness_factory(params))
         t.sees_nav2()
         rid = t.h.trigger_id()
         t.event(rid, "goal_accepted")
         assert t.h.node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        if on_stop == "keep":
+            assert nav2.controller.cancels == 0 and "cancel" not in t.kinds(rid)
+            assert nav2.controller.received[0].status == ""  # still running
+            return
         assert nav2.controller.cancels == 1
         t.event(rid, "goal_canceled")
         cancel = t.event(rid, "cancel")
