@@ -2,7 +2,8 @@
 hostile-input limits (image_conversion), what a camera sent against what arrived (arrivals), per-camera
 bounded clip buffers (clip_buffer), one time window across cameras (multi_camera), encoding (video_encoder),
 clips to MP4 / JPEG / data: URLs (clip_writer) as the served model's video processor takes them
-(model_frames), and the private media directory (media_store). Above geometry; below the reasoner."""
+(model_frames), a clip as a few stills for a server that takes no video (frame_images), and the private
+media directory (media_store). Above geometry; below the reasoner."""
 
 from cosmos_reasoner_ros.clips.arrivals import ArrivalReport, Arrivals, clip_shortfall
 from cosmos_reasoner_ros.clips.clip_buffer import BufferStats, Clip, ClipBuffer, fit_long_side
@@ -15,6 +16,7 @@ from cosmos_reasoner_ros.clips.clip_writer import (
     h264_available,
     tile_clips,
 )
+from cosmos_reasoner_ros.clips.frame_images import FrameImages, sample_frame_indices, write_frame_images
 from cosmos_reasoner_ros.clips.image_conversion import (
     COLOUR_ENCODINGS,
     COLOUR_TOPIC_ENCODINGS,
@@ -49,6 +51,7 @@ __all__ = [
     "ClipBuffer",
     "ClipWriter",
     "Frame",
+    "FrameImages",
     "MediaRef",
     "MediaStore",
     "MultiCameraBuffer",
@@ -64,7 +67,9 @@ __all__ = [
     "h264_available",
     "message_stamp_ns",
     "message_to_array",
+    "sample_frame_indices",
     "secure_media_directory",
     "serialized_stamp_ns",
     "tile_clips",
+    "write_frame_images",
 ]
