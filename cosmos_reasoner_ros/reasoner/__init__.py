@@ -1,9 +1,10 @@
 """Talking to the Reasoner, without ROS: the task catalog and its prompts (tasks), Qwen3-VL style chat
-requests (request_builder), the OpenAI-SDK client with health, retries, streaming and cancellation (client),
-and the answer parser (parsing, with json_scan for JSON in free text). parse_cli is `cosmos-reasoner-parse`.
-Above clips and geometry; below requests."""
+requests (request_builder), a clip as a video or its frames (media_form), the OpenAI-SDK client with health,
+retries, streaming and cancellation (client), and the answer parser (parsing, with json_scan for JSON in free
+text). parse_cli is `cosmos-reasoner-parse`. Above clips and geometry; below requests."""
 
 from cosmos_reasoner_ros.reasoner.client import ClientSettings, Completion, ReasonerClient
+from cosmos_reasoner_ros.reasoner.media_form import MEDIA_FORMS, MediaForm, MediaRefusal, media_refusal
 from cosmos_reasoner_ros.reasoner.parsing import (
     ANSWER_KINDS,
     ParsedAnswer,
@@ -18,9 +19,12 @@ from cosmos_reasoner_ros.reasoner.tasks import RenderedTask, SamplingProfile, Ta
 
 __all__ = [
     "ANSWER_KINDS",
+    "MEDIA_FORMS",
     "ChatRequest",
     "ClientSettings",
     "Completion",
+    "MediaForm",
+    "MediaRefusal",
     "ParsedAnswer",
     "ReasonerClient",
     "RenderedTask",
@@ -30,6 +34,7 @@ __all__ = [
     "TaskCatalog",
     "TaskSpec",
     "build_request",
+    "media_refusal",
     "parse_answer",
     "parse_choice",
     "parse_time",

@@ -2,7 +2,8 @@
 
 System prompt, media parts before the text, the reasoning suffix, the task's sampling profile and priority
 (vLLM-only parameters in extra_body), per-request video sampling at the clip files' own frame rate, clamped to
-configured limits, and the structured part (structured_output.request_fields): the task's JSON schema, and for
+configured limits, a clip's frames as images with their times for a server that takes no video
+(media_form.py), and the structured part (structured_output.request_fields): the task's JSON schema, and for
 a request that does not reason the chat template's thinking switch off, so that behind a server's reasoning
 parser its grammar applies from the first token and its answer comes as content.
 """
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from cosmos_reasoner_ros.clips import MediaRef
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+# Answers that give times in the clip: sent as frames, each image is preceded by its time from the clip's
+# start, so that the model can answer in seconds (or mm:ss) of the clip as it would from a video's time line.
+TIMED_ANSWER_KINDS = ("segments",)
 VIDEO_KWARGS_MODES = ("auto", "media_io_kwargs", "mm_processor_kwargs", "none")
 
 # The two answer formats of the cookbook: the answer right after </think>, or inside <answer> tags.
@@ -127,6 +131,35 @@ def media_part(ref: MediaRef, uuid: str = "") -> dict[str, Any]:
     return part
 
 
+def frame_label(ref: MediaRef, offset_s: float, cameras: int = 1) -> str:
+    """The text part before a frame sent as an image: its time from the clip's start (and, with several
+    cameras, its camera)."""
+    where = f"{ref.camera} frame" if cameras > 1 and ref.camera else "Frame"
+    return f"{where} at {offset_s:.2f} s:"
+
+
+def media_content(
+    task: RenderedTask,
+    media: Sequence[MediaRef],
+    media_uuids: Sequence[str] = (),
+    frame_times_s: Sequence[float] = (),
+) -> list[dict[str, Any]]:
+    """The media parts in order; a clip's frames (`frame_times_s`: one time per image) each after its time
+    when the task answers in times (TIMED_ANSWER_KINDS)."""
+    if media_uuids and len(media_uuids) != len(media):
+        raise TaskError(f"{len(media_uuids)} media uuids for {len(media)} media items")
+    if frame_times_s and len(frame_times_s) != len(media):
+        raise TaskError(f"{len(frame_times_s)} frame times for {len(media)} media items")
+    timed = bool(frame_times_s) and task.answer_kind in TIMED_ANSWER_KINDS
+    cameras = len({ref.camera for ref in media})
+    content: list[dict[str, Any]] = []
+    for i, ref in enumerate(media):
+        if timed:
+            content.append({"type": "text", "text": frame_label(ref, frame_times_s[i], cameras)})
+        content.append(media_part(ref, media_uuids[i] if media_uuids else ""))
+    return content
+
+
 def clip_fps(media: Sequence[MediaRef]) -> float | None:
     """The frame rate of the videos sent, as their files carry it (clip_writer writes the measured rate).
 
@@ -159,13 +192,11 @@ def build_request(
     media: Sequence[MediaRef],
     settings: RequestSettings,
     media_uuids: Sequence[str] = (),
+    frame_times_s: Sequence[float] = (),
 ) -> ChatRequest:
-    """The chat request of one task; `media_uuids`: one per media item (see media_part), or none."""
-    if media_uuids and len(media_uuids) != len(media):
-        raise TaskError(f"{len(media_uuids)} media uuids for {len(media)} media items")
-    content: list[dict[str, Any]] = [
-        media_part(ref, media_uuids[i] if media_uuids else "") for i, ref in enumerate(media)
-    ]
+    """The chat request of one task; `media_uuids`: one per media item (see media_part), or none;
+    `frame_times_s`: the media are a clip's frames as images, these their times from its start [s]."""
+    content = media_content(task, media, media_uuids, frame_times_s)
     content.append({"type": "text", "text": user_text(task)})
     messages: list[dict[str, Any]] = []
     if settings.system_prompt:
