@@ -29,6 +29,7 @@ from cosmos_reasoner_ros.msg import (
     BoundingBox2D,
     GeometryCheck,
     ReasonerResult,
+    Stage,
     TimeSegment,
     Trajectory2D,
 )
@@ -150,6 +151,7 @@ def result_msg(outcome: Outcome, frame_id: str = "") -> ReasonerResult:
         msg.request_sent_stamp = ns_to_time(mark_ns(outcome, t.request_sent))
         msg.first_token_stamp = ns_to_time(mark_ns(outcome, t.first_token))
         msg.answer_stamp = ns_to_time(mark_ns(outcome, t.response_received))
+    msg.stages = [Stage(name=name, seconds=float(seconds)) for name, seconds in outcome.stages]
     msg.age_s = float(outcome.age_s)
     msg.max_age_s = float(outcome.max_age_s)
     msg.checks = [check_msg(c) for c in outcome.checks]

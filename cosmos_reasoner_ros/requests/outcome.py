@@ -71,6 +71,21 @@ class RequestSpec:
         return (self.trigger_time or default_start) + self.deadline_s if self.deadline_s > 0 else None
 
 
+# A request's latency budget: each stage (Stage.msg's NAME_* values, in this order) and the Timings mark it
+# ends at. A stage runs from the end of the latest stage before it that was reached; one whose mark is None is
+# left out.
+LATENCY_STAGES: tuple[tuple[str, str], ...] = (
+    ("clip_ready", "clip_ready"),  # trigger -> the window taken (a worker's wait, the prompt rendered)
+    ("encoding", "encoded"),  # -> the media written
+    ("request_sent", "request_sent"),  # -> sent: the server's wait, model discovery, a sibling's prefill
+    ("first_token", "first_token"),  # -> first streamed token (prefill); None when not streamed
+    ("last_token", "response_received"),  # -> the whole answer (decode)
+    ("parsing", "parsed"),  # -> the answer parsed
+    ("published", "published"),  # -> taken for publication (Outcome.published: the scheduler's delivery)
+    ("handoff", "handoff"),  # -> the Nav2 handoff's first decision (Outcome.with_handoff); None when off
+)
+
+
 @dataclass(frozen=True)
 class Timings:
     """time.monotonic() marks along the request; None when the request ended before that point."""
@@ -81,6 +96,25 @@ class Timings:
     first_token: float | None = None
     response_received: float | None = None
     finished: float = 0.0
+    clip_ready: float | None = None  # the clip's window was taken from the buffer
+    encoded: float | None = None  # its media were written
+    parsed: float | None = None  # the answer was parsed (successfully or not)
+    published: float | None = None  # the node took the outcome for publication
+    handoff: float | None = None  # the handoff's first decision about the answer
+
+    def stages(self) -> tuple[tuple[str, float], ...]:
+        """(stage, seconds) in LATENCY_STAGES order for the marks reached: each from the previous mark reached
+        (the trigger first) to its own, never negative (a mark earlier than the one before it, from another
+        thread, counts as zero); they add up to the latest mark minus the trigger."""
+        out: list[tuple[str, float]] = []
+        end = self.trigger
+        for name, mark in LATENCY_STAGES:
+            at = getattr(self, mark)
+            if at is None:
+                continue
+            start, end = end, max(end, at)
+            out.append((name, end - start))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -174,6 +208,11 @@ class Outcome:
         return max((c.frame_count for c in self.clips), default=0)
 
     @property
+    def stages(self) -> tuple[tuple[str, float], ...]:
+        """The latency budget: (stage, seconds) of each stage reached (Timings.stages), () without timings."""
+        return self.timings.stages() if self.timings is not None else ()
+
+    @property
     def clip_uris(self) -> tuple[str, ...]:
         return tuple(light_media(m).url for m in self.media)  # never megabytes of base64
 
@@ -181,12 +220,13 @@ class Outcome:
         """The same outcome without its last frame: what may be kept after publishing."""
         return dataclasses.replace(self, last_frame=None)
 
-    def published(self, now_ns: int) -> Outcome:
+    def published(self, now_ns: int, at: float | None = None) -> Outcome:
         """This outcome as published at `now_ns` (the node's clock, the cameras' time base): with its age, the
         time from the clip's end to now; a success older than max_age_s becomes a stale result, its answer
-        and parts kept for inspection."""
+        and parts kept for inspection. `at`: the steady clock's mark of it (the published stage's end;
+        default now)."""
         age = ns_to_seconds(now_ns - self.clip_end_ns) if self.clip_end_ns else 0.0
-        out = dataclasses.replace(self, published_ns=now_ns, age_s=age)
+        out = dataclasses.replace(self, published_ns=now_ns, age_s=age, timings=self._marked("published", at))
         if self.success and self.max_age_s > 0 and age > self.max_age_s:
             stale = StaleResult(
                 f"the answer is {age:.3f} s old at publication (from the clip's end), more than "
@@ -194,6 +234,16 @@ class Outcome:
             )
             out = dataclasses.replace(out, success=False, error_kind=stale.kind, error=str(stale))
         return out
+
+    def with_handoff(self, decision: HandoffDecision, at: float | None = None) -> Outcome:
+        """This outcome with the handoff's first decision about it, and when it was made (the handoff stage's
+        end; `at` default now)."""
+        return dataclasses.replace(self, handoff=decision, timings=self._marked("handoff", at))
+
+    def _marked(self, mark: str, at: float | None) -> Timings | None:
+        if self.timings is None:
+            return None
+        return dataclasses.replace(self.timings, **{mark: time.monotonic() if at is None else at})
 
 
 def error_outcome(

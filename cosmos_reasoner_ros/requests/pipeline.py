@@ -76,6 +76,13 @@ class _Progress:
     outcome: Outcome | None = None  # set once, when the request has ended
 
 
+def _mark(runs: Sequence[_Progress], name: str) -> None:
+    """A timing mark (Timings' field `name`) reached by every request about the clip at once."""
+    now = time.monotonic()
+    for p in runs:
+        p.timings[name] = now
+
+
 class Pipeline:
     """Runs requests against one buffer, writer, task catalog and client; `run` and `run_clip` are
     thread-safe."""
@@ -182,6 +189,7 @@ class Pipeline:
             for p in live:
                 p.clips, p.stale = window.clips, dict(window.stale)
 
+            _mark(live, "clip_ready")
             self._stage(live, "encoding", on_progress, cancel)
             written: dict[str, tuple[MediaRef, ...]] = {}
             for p in live:
@@ -197,6 +205,7 @@ class Pipeline:
                     written[kind] = tuple(media)
                 p.media = written[kind]
 
+            _mark(live, "encoded")
             self._stage(live, "waiting_for_server", on_progress, cancel)
             if self.settings.wait_for_server_s > 0:
                 self.client.wait_ready(self.settings.wait_for_server_s, cancel=cancel)
@@ -385,13 +394,18 @@ class Pipeline:
     ) -> Outcome:
         spec, c = p.spec, p.completion
         t = p.timings
+        finished = time.monotonic()
         timings = Timings(
             trigger=t["trigger"] or 0.0,
             started=t["started"] or 0.0,
             request_sent=t.get("request_sent"),
             first_token=t.get("first_token"),
             response_received=t.get("response_received"),
-            finished=time.monotonic(),
+            finished=finished,
+            clip_ready=t.get("clip_ready"),
+            encoded=t.get("encoded"),
+            # Parsing (or its failure) ends as its outcome is made: the answer's own parse, successful or not.
+            parsed=finished if t.get("response_received") is not None else None,
         )
         first_media = p.media[0] if p.media else None
         width, height = (

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 from builtin_interfaces.msg import Time
-from cosmos_reasoner_ros.msg import ReasonerResult
+from cosmos_reasoner_ros.msg import ReasonerResult, Stage
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.serialization import deserialize_message, serialize_message
 from visualization_msgs.msg import Marker
@@ -28,7 +30,13 @@ from cosmos_reasoner_ros.node.ros_conversion import (
     time_to_ns,
 )
 from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, Segment
-from cosmos_reasoner_ros.requests.outcome import ClipSummary, Outcome, RequestSpec, error_outcome
+from cosmos_reasoner_ros.requests.outcome import (
+    LATENCY_STAGES,
+    ClipSummary,
+    Outcome,
+    RequestSpec,
+    error_outcome,
+)
 
 NS = 1_000_000_000
 START = 1_700_000_000 * NS + 250_000_000
@@ -241,3 +249,29 @@ def test_result_msg_carries_timing_age_clip_id_and_checks() -> None:
     )
     assert time_to_ns(never_sent.trigger_stamp) == trigger_ns
     assert time_to_ns(never_sent.request_sent_stamp) == 0 and time_to_ns(never_sent.answer_stamp) == 0
+
+
+_MARK = st.none() | st.sampled_from([100.0, 100.5, 101.0, 99.0]) | st.floats(90.0, 200.0)
+
+
+@given(
+    marks=st.fixed_dictionaries({mark: _MARK for _, mark in LATENCY_STAGES}),
+    trigger=st.sampled_from([100.0, 95.5]),
+)
+@settings(max_examples=200, deadline=None)
+def test_result_msg_carries_the_stages_through_a_round_trip(
+    marks: dict[str, float | None], trigger: float
+) -> None:
+    """Every stage reached, in order, with its seconds, survives the message's CDR round trip."""
+    import dataclasses
+
+    from cosmos_reasoner_ros.requests.outcome import Timings
+
+    outcome = dataclasses.replace(
+        sample_outcome(), timings=Timings(trigger=trigger, started=trigger, **marks)
+    )
+    msg = roundtrip(result_msg(outcome, "front_optical"))
+    assert isinstance(msg, ReasonerResult)
+    assert [(s.name, s.seconds) for s in msg.stages] == list(outcome.stages)
+    assert {s.name for s in msg.stages} <= {v for k, v in vars(Stage).items() if k.startswith("NAME_")}
+    assert list(roundtrip(result_msg(dataclasses.replace(outcome, timings=None))).stages) == []
