@@ -712,3 +712,36 @@ def test_sigint_cancels_the_goal_of_a_node_process(tmp_path: Path) -> None:
             assert "Traceback" not in run.output()
         finally:
             probe.close()
+
+
+def test_a_camera_info_with_k_all_zeros_is_named_as_the_cause(tmp_path: Path, harness_factory: Any) -> None:
+    """Finding 7: a CameraInfo with K all zeros was reported as "no CameraInfo of the camera yet"; the refusal
+    names K now, in the decision and in /diagnostics."""
+    from sensor_msgs.msg import CameraInfo
+
+    zero_k = "/zero_k/camera_info"
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, frame_id=FRAME),
+    ):
+        h = harness_factory(handoff_params(tmp_path, server.base_url, camera_info_topic=zero_k))
+        decisions = Collector()
+        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        h.probe.create_subscription(HandoffDecision, "/reasoner_node/handoff/decision", decisions, reliable)
+        info = CameraInfo(width=W, height=H)
+        info.k = [0.0] * 9
+        publisher = h.probe.create_publisher(CameraInfo, zero_k, reliable)
+        edge = h.node.handoff
+        assert edge is not None
+
+        def k_seen() -> bool:
+            publisher.publish(info)
+            return bool(edge._info_problem)
+
+        wait_until(k_seen, 30.0, "the zero-K CameraInfo at the node", poll_s=0.2)
+        h.wait_frames(3)
+        refused = h.result_for(h.trigger_id()).handoff
+        assert refused.decision == "refused"
+        assert refused.reason.startswith("ground_path: CameraInfo K unusable: focal lengths must be > 0")
+        assert "no CameraInfo" not in refused.reason
+        assert edge.status_report().values["camera_info"].startswith("CameraInfo K unusable")
