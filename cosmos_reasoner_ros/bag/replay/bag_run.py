@@ -191,7 +191,10 @@ class BagRun:
                 announce=False,
             ),
         )
-        for t, spec in schedule((self.player.end_ns - self.origin_ns) / 1e9, options.goal_list()):
+        until = None if options.until_s is None else self.origin_ns + round(options.until_s * 1e9)
+        self.player.bound(self.origin_ns + round(options.start_s * 1e9), until)
+        end_s = (self.player.end_ns - self.origin_ns) / 1e9
+        for t, spec in schedule(end_s, options.goal_list(), options.start_s):
             self._marks.setdefault(self.origin_ns + round(t * 1e9), []).append((t, spec))
         self.watch = IngestWatch(self.node, f"{ns}/diagnostics" if ns else "/diagnostics")
         if self.shared.start_node is None:
@@ -267,9 +270,10 @@ class BagRun:
             )
 
     def play(self) -> Any:
-        """The bag played, each trigger's goals sent when the playback clock reaches its bag time (also
-        inside a gap of the recording and after its last message); every answer awaited; then what the node
-        says it refused of the frames it was sent."""
+        """The bag played (from --start to --until, and no further than its last trigger), each trigger's
+        goals sent when the playback clock reaches its bag time (also inside a gap of the recording and after
+        its last message); every answer awaited; then what the node says it refused of the frames it was
+        sent."""
         assert self.player is not None and self.goals is not None
         self._next_discovery = time.monotonic() + 1.0
         stats = self.player.run(
@@ -277,6 +281,7 @@ class BagRun:
             after_publish=self._after_publish,
             marks=sorted(self._marks),
             at_mark=self._at_mark,
+            stop_after_marks=True,  # nothing after the last trigger is asked for: the replay ends there
         )
         for mark in sorted(self._marks):  # none normally: the player reached every mark
             self._at_mark(mark)

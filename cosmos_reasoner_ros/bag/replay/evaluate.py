@@ -129,7 +129,8 @@ def evaluate_bags(
             # Trigger times count from the recording's start (its first message, on any topic), up to the
             # last replayed message: every time is checked here, before any node starts.
             last = max(spans[t][1] for t in ready.choice.topics if t in spans)
-            total += len(schedule((last - ready.reader.start_ns) / 1e9, options.goal_list()))
+            end_s = options.end_s((last - ready.reader.start_ns) / 1e9)
+            total += len(schedule(end_s, options.goal_list(), options.start_s))
         out.mkdir(parents=True, exist_ok=True)
         concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))
         namespaced = start_node is None and len(bags) > 1

@@ -51,27 +51,33 @@ class Goal:
     period_s: float = 0.0
 
 
-def trigger_times(duration_s: float, period_s: float, at_s: Sequence[float] = ()) -> list[float]:
-    """Given times inside the recording, else every period from one period in (the first clip needs frames).
-    Times are seconds from the recording's start: its first message, on any topic."""
+def trigger_times(
+    duration_s: float, period_s: float, at_s: Sequence[float] = (), start_s: float = 0.0
+) -> list[float]:
+    """Given times inside the replay, else every period from one period after its start (the first clip
+    needs frames). Times are seconds from the recording's start: its first message, on any topic; the replay
+    runs from start_s (--start) to duration_s (its last message, or --until)."""
     if at_s:
-        bad = [t for t in at_s if not 0 <= t <= duration_s]
+        bad = [t for t in at_s if not start_s <= t <= duration_s]
         if bad:
             raise BagError(
-                f"trigger times {bad} lie outside the recording: 0-{duration_s:.2f} s from its start (its "
-                "first message, on any topic) to the last message replayed"
+                f"trigger times {bad} lie outside the recording: {start_s:g}-{duration_s:.2f} s from its "
+                "start (its first message, on any topic; or --start) to the last message replayed "
+                "(or --until)"
             )
         return sorted(at_s)
     if period_s <= 0:
         raise BagError("the trigger period must be > 0 (or give --at times)")
     n = int(duration_s / period_s + 1e-9)
-    return [k * period_s for k in range(1, n + 1)]
+    return [k * period_s for k in range(1, n + 1) if k * period_s >= start_s + period_s - 1e-9]
 
 
-def schedule(duration_s: float, goals: Sequence[Goal]) -> list[tuple[float, TaskSpec]]:
+def schedule(duration_s: float, goals: Sequence[Goal], start_s: float = 0.0) -> list[tuple[float, TaskSpec]]:
     """(bag time, task) of every goal, by time; goals at one time keep their order."""
     items = [
-        (t, n, g.spec) for n, g in enumerate(goals) for t in trigger_times(duration_s, g.period_s, g.at_s)
+        (t, n, g.spec)
+        for n, g in enumerate(goals)
+        for t in trigger_times(duration_s, g.period_s, g.at_s, start_s)
     ]
     return [(t, spec) for t, _, spec in sorted(items, key=lambda i: (i[0], i[1]))]
 
@@ -130,6 +136,8 @@ class EvalOptions:
     tasks: tuple[TaskSpec, ...] = (TaskSpec("next_action"),)
     period_s: float = 2.0  # [s of bag time] trigger period; ignored when `at_s` is given
     at_s: tuple[float, ...] = ()  # [s from the recording's start: its first message, any topic] trigger times
+    start_s: float = 0.0  # [s from the recording's start] the replay begins here
+    until_s: float | None = None  # [s from the recording's start] the replay ends here (None: the bag's end)
     goals: tuple[
         Goal, ...
     ] = ()  # each task at its own times (scenarios); when given, tasks/period/at are not used
@@ -163,6 +171,12 @@ class EvalOptions:
                 problem = problem or server_url_problem(value, "-p server_url", parse=True)
         if problem:
             raise BagError(problem)
+        if self.start_s < 0 or (self.until_s is not None and not self.start_s < self.until_s):
+            raise BagError(f"--start ({self.start_s:g} s) must be >= 0 and before --until ({self.until_s} s)")
+
+    def end_s(self, span_s: float) -> float:
+        """Where the replay ends [s from the recording's start]: --until, or the recording's span."""
+        return span_s if self.until_s is None else min(span_s, self.until_s)
 
     def goal_list(self) -> tuple[Goal, ...]:
         """The goals, or each task at the given times (every period)."""

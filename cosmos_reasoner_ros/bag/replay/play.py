@@ -42,6 +42,7 @@ class PlayOptions:
     rate: float = 1.0  # playback speed factor (2.0: twice as fast)
     loops: int = 1  # how often to play the bag; 0: until stopped
     start_offset_s: float = 0.0  # [s] skip this much of the bag's beginning
+    until_s: float | None = None  # [s from the bag's first message] play no message recorded after this
     cameras: tuple[str, ...] = ()  # camera topics; empty: the bag's only camera topic
     infos: tuple[str, ...] = ()  # their CameraInfo topics; empty: found by namespace
     depths: tuple[str, ...] = ()  # their depth topics; empty: found when unambiguous
@@ -68,6 +69,8 @@ class PlayOptions:
             raise BagError(f"rate must be > 0, got {self.rate}")
         if self.loops < 0 or self.start_offset_s < 0 or self.qos_depth < 1 or self.drain_s < 0:
             raise BagError("loops, start offset and drain must be >= 0, qos depth >= 1")
+        if self.until_s is not None and not self.start_offset_s < self.until_s:
+            raise BagError(f"the end ({self.until_s} s) must come after the start ({self.start_offset_s} s)")
         if not 0 < self.clock_hz <= 1000:
             raise BagError(f"clock rate must be in (0, 1000] Hz, got {self.clock_hz}")
         for name in (self.qos, *self.topic_qos.values()):
@@ -197,6 +200,8 @@ class Player:
             self._last_ns = self.start_ns
             if self.start_ns > self.end_ns:
                 raise BagError(f"start offset {options.start_offset_s} s is past the bag's end")
+            if options.until_s is not None:
+                self.bound(None, self.first_ns + round(options.until_s * 1e9))
             self.topics = topics
             self.store, unknown = self.reader.typestore(topics)
             self.decoders = {
@@ -292,6 +297,15 @@ class Player:
             return Image
         return message_class(self.reader.topics[topic].msgtype)
 
+    def bound(self, start_ns: int | None, end_ns: int | None) -> None:
+        """Play only what was recorded from start_ns to end_ns (bag times; None: the bag's own bound)."""
+        if start_ns is not None:
+            self.start_ns = self._last_ns = max(self.first_ns, start_ns)
+        if end_ns is not None:
+            self.end_ns = min(self.end_ns, end_ns)
+        if self.start_ns > self.end_ns:
+            raise BagError(f"bag {self.reader.path}: nothing recorded between the replay's start and its end")
+
     @property
     def duration_s(self) -> float:
         """From the replay's first message (or the start offset) to its last."""
@@ -367,6 +381,7 @@ class Player:
         after_publish: Callable[[str, int, bytes], None] | None = None,
         marks: Sequence[int] = (),
         at_mark: Callable[[int], None] | None = None,
+        stop_after_marks: bool = False,
     ) -> PlayStats:
         """Publish until the last loop ends or `stop` is set.
 
@@ -376,8 +391,11 @@ class Player:
         playback clock reaches it: after every message recorded before it has gone out, before those recorded
         at or after it, with /clock at the mark, also inside a gap of the recording (the clock runs on
         through a gap, as `ros2 bag play`'s does) and after its last message. A mark before the first
-        message played runs at that message's time (the clock never goes back)."""
+        message played runs at that message's time (the clock never goes back). `stop_after_marks`: the
+        playback ends once the last mark has run (evaluation: nothing after the last trigger is asked for).
+        Nothing recorded after the end (PlayOptions.until_s) is played."""
         stop = stop or threading.Event()
+        ends_at_marks = stop_after_marks and at_mark is not None and bool(marks)
         self.start_clock()
         if self.options.wait_for_subscribers_s > 0:
             self.wait_for_subscribers(self.options.wait_for_subscribers_s, stop)
@@ -426,13 +444,15 @@ class Player:
                     self._clock_ns = 0  # a new pass: /clock goes back to the bag's start, as in ros2 bag play
                 self.decoders = {t: VideoDecoder(t) for t in self.decoders}  # each loop from a keyframe
                 for m in self.reader.messages(self.topics, read_from):
-                    if stop.is_set():
+                    if stop.is_set() or m.log_ns > self.end_ns:
                         break
                     outgoing = self._outgoing(m.topic, m.data)
                     if m.log_ns < self.start_ns or not outgoing:
                         continue
                     while loop == 0 and pending and pending[0] < m.log_ns and not stop.is_set():
                         reach(pending.pop(0))
+                    if ends_at_marks and not pending:
+                        break
                     if before_publish is not None:
                         hook(lambda: before_publish(m.log_ns))  # noqa: B023 (called at once)
                     due = self._base + ((m.log_ns - self.start_ns) + loop * span_ns) / 1e9 / rate
@@ -454,6 +474,8 @@ class Player:
                 while loop == 0 and pending and not stop.is_set():  # marks after the last message
                     reach(pending.pop(0))
                 loop += 1
+                if ends_at_marks:
+                    break
         finally:
             stats.wall_s = time.monotonic() - begin
             with self._clock_lock:

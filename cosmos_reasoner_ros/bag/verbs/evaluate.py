@@ -40,6 +40,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         help="comma-separated trigger times [s from the recording's start: its first message, on any topic]",
     )
+    p.add_argument(
+        "--start",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="[s from the recording's start] replay from here",
+    )
+    p.add_argument(
+        "--until",
+        type=float,
+        default=None,
+        metavar="S",
+        help="[s from the recording's start] replay up to here (default: the last trigger; a replay never "
+        "plays past its last trigger)",
+    )
     add_topics(p)
     p.add_argument("--params-file", type=Path, help="node parameters (default: the shipped reasoner.yaml)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME:=VALUE")
@@ -98,6 +113,8 @@ def _main(args: argparse.Namespace) -> int:
         tasks=tuple(TaskSpec.parse(t) for t in args.task) or (TaskSpec("next_action"),),
         period_s=args.period,
         at_s=at,
+        start_s=args.start,
+        until_s=args.until,
         cameras=tuple(args.camera_topics),
         infos=tuple(args.info_topics),
         depths=tuple(args.depth_topics),

@@ -322,6 +322,14 @@ def test_report_from_recorded_results(
 def test_trigger_times_and_task_specs() -> None:
     assert trigger_times(6.4, 2.0) == [2.0, 4.0, 6.0]
     assert trigger_times(6.4, 0.0, (3.0, 1.0)) == [1.0, 3.0]
+    # --start / --until bound them (issue 38, finding 5): periods from one period after the start
+    assert trigger_times(6.4, 2.0, start_s=1.0) == [4.0, 6.0]
+    assert trigger_times(4.5, 2.0, start_s=2.0) == [4.0]
+    with pytest.raises(BagError, match=r"lie outside the recording: 2-4\.50 s"):
+        trigger_times(4.5, 0.0, (1.0, 3.0), start_s=2.0)
+    with pytest.raises(BagError, match="--start"):
+        EvalOptions(start_s=3.0, until_s=2.0)
+    assert EvalOptions(until_s=2.0).end_s(6.4) == 2.0 and EvalOptions().end_s(6.4) == 6.4
     with pytest.raises(BagError, match=r"outside the recording: 0-6.40 s from its start \(its first message"):
         trigger_times(6.4, 2.0, (7.0,))
     with pytest.raises(BagError):
@@ -368,6 +376,26 @@ def test_truncated_sqlite3_bag_exits_2(
     )
     assert main(["evaluate", "--results", str(bag), "-o", str(tmp_path / "r")]) == 2
     assert "storage 'zip' is not supported" in capsys.readouterr().err
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_replay_ends_with_its_last_trigger(robot_bag: Path, tmp_path: Path) -> None:
+    """Issue 38, finding 5: `--at 4` on a 20 s bag took 30 s, the bag played to its end. The replay now ends
+    once its last trigger is asked (its answer then awaited), and --until bounds it. The oracle: the camera
+    frames the run recorded beside the node's outputs (10 Hz from 0 s, 65 in the bag)."""
+    runs = {}
+    with ScriptedServer(reply_for) as server:
+        for name, extra in (("last", ["--at", "1.0"]), ("until", ["--period", "1.0", "--until", "2.5"])):
+            out = tmp_path / name
+            argv = ["evaluate", str(robot_bag), "-o", str(out), "--server-url", server.base_url, *extra]
+            rc = main([*argv, "--no-progress", "--timeout", "60", "-p", "max_retries:=0", "--record"])
+            assert rc == 0, (out / "node.log").read_text()[-3000:]
+            runs[name] = topic_counts(out / "outputs")
+    assert runs["last"]["/reasoner_node/result"] == 1
+    assert runs["last"]["/camera/image_raw"] == 11  # frames 0.0 ... 1.0 s, not 65
+    assert runs["until"]["/reasoner_node/result"] == 2  # at 1 s and 2 s; none at 3 s, past the end
+    assert runs["until"]["/camera/image_raw"] == 21  # frames 0.0 ... 2.0 s: the last trigger's
 
 
 @pytest.mark.ros

@@ -183,6 +183,42 @@ def test_blocking_hook_pauses_the_playback_clock(robot_bag: Path, ros_node) -> N
 
 
 @pytest.mark.ros
+def test_a_replay_ends_with_its_last_mark_or_its_bound(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38, finding 5: `--at 4` on a 20 s bag took 30 s. With stop_after_marks the playback ends once the
+    last mark has run; `until_s` and bound() leave out what was recorded after the end (or before the start).
+    The oracle: the frames' own times (10 Hz from 1_700_000_000 s), counted as they go out."""
+    from cosmos_reasoner_ros.bag.replay.play import Player
+
+    t0 = 1_700_000_000_000_000_000
+    ran: list[int] = []
+    player = Player(ros_node, robot_bag, PlayOptions(rate=8.0, topics=("/camera/image_raw",), drain_s=0))
+    try:
+        mark = t0 + 1_000_000_000
+        stats = player.run(marks=[mark], at_mark=ran.append, stop_after_marks=True)
+        assert ran == [mark] and stats.published == 11  # frames 0.0 ... 1.0 s (the mark's own goes first)
+        stats = player.run(marks=[mark], at_mark=ran.append)  # without: the whole bag, as before
+        assert stats.published == 65
+    finally:
+        player.close()
+    player = Player(ros_node, robot_bag, PlayOptions(rate=8.0, topics=("/camera/image_raw",), until_s=2.0))
+    try:
+        assert player.span_s == pytest.approx(2.0)
+        assert player.run().published == 21  # 0.0 ... 2.0 s
+        with pytest.raises(BagError, match="nothing recorded between"):
+            player.bound(t0 + 3_000_000_000, None)  # a start after the end
+    finally:
+        player.close()
+    player = Player(ros_node, robot_bag, PlayOptions(rate=8.0, topics=("/camera/image_raw",)))
+    try:
+        player.bound(t0 + 3_000_000_000, t0 + 4_500_000_000)
+        seen: list[int] = []
+        assert player.run(before_publish=seen.append).published == 16
+        assert (seen[0], seen[-1]) == (t0 + 3_000_000_000, t0 + 4_500_000_000)
+    finally:
+        player.close()
+
+
+@pytest.mark.ros
 def test_stop_event_ends_an_endless_loop(robot_bag: Path, ros_node) -> None:  # type: ignore[no-untyped-def]
     from cosmos_reasoner_ros.bag.replay.play import Player
 
