@@ -23,7 +23,13 @@ from cosmos_reasoner_ros.clips import (
 )
 from cosmos_reasoner_ros.errors import ReasonerError, quoted
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, split_tasks, validate
-from cosmos_reasoner_ros.reasoner import ClientSettings, ReasonerClient, RequestSettings, TaskCatalog
+from cosmos_reasoner_ros.reasoner import (
+    ClientSettings,
+    MediaForm,
+    ReasonerClient,
+    RequestSettings,
+    TaskCatalog,
+)
 from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
 from cosmos_reasoner_ros.server import video_kwargs_mode, video_kwargs_refusals
 from cosmos_reasoner_ros.structured_output import BACKENDS, compile_check
@@ -124,6 +130,7 @@ class Core:
                 wait_for_server_s=cfg.wait_for_server_s,
                 stale_after_s=cfg.stale_after_s,
             ),
+            MediaForm(cfg.media_form, cfg.max_image_frames),
         )
         # Frames encoded on arrival make a clip at trigger time a matter of muxing. A tiled video is composed
         # at trigger time, so its cameras' frames are never reused: nothing to encode ahead.
@@ -147,6 +154,8 @@ class Core:
         ends as invalid_request with the reason, never sent. Returns the line for the log."""
         base = self.pipeline.request_settings
         wanted = self.config.video_kwargs_mode
+        # A (re)started server may take video again, or fewer images: media_form auto asks it afresh.
+        self.pipeline.media_form.forget()
         try:
             refusals = video_kwargs_refusals(version) if version else {}
             chosen = video_kwargs_mode(version) if version and wanted == "auto" else wanted

@@ -14,6 +14,7 @@ from typing import Any
 
 from cosmos_reasoner_ros.errors import credentials_problem, shown_url
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR
+from cosmos_reasoner_ros.reasoner import MEDIA_FORMS
 from cosmos_reasoner_ros.requests import CHECK_NAMES, MAX_TASKS_PER_CLIP
 
 __all__ = [
@@ -113,6 +114,8 @@ class NodeConfig:
     publish_checks: list[str]
     min_depth_fraction: float
     max_step_m: float
+    media_form: str = "auto"
+    max_image_frames: int = 8
 
     def camera(self, name: str) -> CameraConfig:
         return next(c for c in self.cameras if c.name == name)
@@ -176,6 +179,15 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     ),
     "model_video_min_pixels": (0, "[px] its size.shortest_edge; 0: unknown"),
     "image_format": ("jpeg", "still image format for image tasks: jpeg or png"),
+    "media_form": (
+        "auto",
+        "how a clip goes to the server: auto (a video until the server refuses one, then its sampled frames "
+        "as images), video (always; a refusal is the result's error) or frames (always images)",
+    ),
+    "max_image_frames": (
+        8,
+        "[images] most frames of a clip sent as images in one request (fewer where the server says so)",
+    ),
     "tiled": (False, "several cameras: one tiled video instead of one video per camera"),
     "pre_encode": (
         "auto",
@@ -304,6 +316,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "model_video_fps": (0.0, 120.0),
     "model_video_max_pixels": (0, 1 << 40),
     "model_video_min_pixels": (0, 1 << 40),
+    "max_image_frames": (1, 256),
     "connect_timeout_s": (0.01, 3600.0),
     "request_timeout_s": (0.01, 86400.0),
     "first_token_timeout_s": (0.0, 86400.0),
@@ -336,6 +349,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "image_qos": IMAGE_QOS,
     "codec": ("auto", "h264", "mp4v"),
     "image_format": ("jpeg", "png"),
+    "media_form": MEDIA_FORMS,
     "video_kwargs_mode": ("auto", "media_io_kwargs", "mm_processor_kwargs", "none"),
 }
 

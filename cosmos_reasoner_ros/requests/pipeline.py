@@ -8,6 +8,8 @@ media: what outlives a request must not pin memory the clip buffer has let go.
 The requests about one clip name its media with the same vLLM multimodal uuid, and the first request of each
 media kind goes alone until its first token (its prefill is done), so that the server's processor and prefix
 caches serve the others instead of computing the clip again.
+
+A server that takes no video gets the clip as its sampled frames (media_fallback.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from cosmos_reasoner_ros.errors import (
     RequestCancelled,
 )
 from cosmos_reasoner_ros.reasoner import (
+    ChatRequest,
     Completion,
+    MediaForm,
     ParsedAnswer,
     ReasonerClient,
     RenderedTask,
@@ -36,6 +40,7 @@ from cosmos_reasoner_ros.reasoner import (
     build_request,
     parse_answer,
 )
+from cosmos_reasoner_ros.requests.media_fallback import ClipFrames, complete_with_fallback, media_uuids
 from cosmos_reasoner_ros.requests.outcome import (
     Cancel,
     ClipSummary,
@@ -70,6 +75,8 @@ class _Progress:
     clips: tuple[Clip, ...] = ()
     stale: dict[str, str] = field(default_factory=dict)  # cameras left out of the clip: why
     media: tuple[MediaRef, ...] = ()
+    frames: ClipFrames | None = None  # the clip's frames as images, written when a request needs them
+    frame_times: tuple[float, ...] = ()  # media are the clip's frames: their times from its start [s]
     task: RenderedTask | None = None
     completion: Completion | None = None
     text: str = ""
@@ -95,6 +102,7 @@ class Pipeline:
         client: ReasonerClient,
         request_settings: RequestSettings,
         settings: PipelineSettings | None = None,
+        media_form: MediaForm | None = None,
     ) -> None:
         self.buffer = buffer
         self.writer = writer
@@ -102,6 +110,7 @@ class Pipeline:
         self.client = client
         self.request_settings = request_settings
         self.settings = settings or PipelineSettings()
+        self.media_form = media_form or MediaForm()  # a video, or its frames (shared by every request)
 
     def run(
         self,
@@ -191,10 +200,15 @@ class Pipeline:
 
             _mark(live, "clip_ready")
             self._stage(live, "encoding", on_progress, cancel)
+            frames = ClipFrames(self.writer, clips, tiled=self.settings.tiled)
             written: dict[str, tuple[MediaRef, ...]] = {}
             for p in live:
                 assert p.task is not None
                 kind = p.task.media
+                p.frames = frames
+                if kind == "video" and self.media_form.frames:
+                    self._use_frames(p)
+                    continue
                 if kind not in written:
                     if kind == "image":
                         media = [self.writer.write_image(clip.frames[-1]) for clip in clips]
@@ -304,12 +318,13 @@ class Pipeline:
     ) -> Outcome:
         task = p.task
         assert task is not None
-        uuids = [f"{p.spec.clip_key}:{m.kind}:{m.camera or i}" for i, m in enumerate(p.media)]
-        request = build_request(task, p.media, self.request_settings, media_uuids=uuids)
         if wait_for is not None:
             while not wait_for.wait(0.02):
                 if cancel.is_set():
                     raise RequestCancelled("cancelled before querying")
+        if task.media == "video" and not p.frame_times and self.media_form.frames:
+            self._use_frames(p)  # the server refused a video since this clip was written (or its first asker)
+        request = self._request(p, task)
         self._stage([p], "querying", on_progress, cancel)
 
         def on_text(text: str) -> None:  # the client passes the accumulated text
@@ -324,8 +339,17 @@ class Pipeline:
                     log.exception("progress callback failed (ignored)")
 
         p.timings["request_sent"] = time.monotonic()
-        completion = self.client.complete(
-            request, stream=self.settings.stream, on_text=on_text, cancel=cancel
+
+        def as_frames() -> ChatRequest:
+            self._use_frames(p)
+            return self._request(p, task)
+
+        completion = complete_with_fallback(
+            lambda r: self.client.complete(r, stream=self.settings.stream, on_text=on_text, cancel=cancel),
+            request,
+            self.media_form,
+            as_frames if task.media == "video" else None,
+            lambda: len(p.frame_times),
         )
         p.timings["response_received"] = time.monotonic()
         p.completion = completion
@@ -345,6 +369,18 @@ class Pipeline:
             schema=task.json_schema if request.structured else None,
         )
         return self._outcome(p, success=True, parsed=parsed)
+
+    def _request(self, p: _Progress, task: RenderedTask) -> ChatRequest:
+        uuids = media_uuids(p.spec.clip_key, p.media, p.frame_times)
+        return build_request(
+            task, p.media, self.request_settings, media_uuids=uuids, frame_times_s=p.frame_times
+        )
+
+    def _use_frames(self, p: _Progress) -> None:
+        """The request's media become its clip's frames, as many as a prompt may carry now."""
+        assert p.frames is not None
+        images = p.frames.images(self.media_form.image_limit)
+        p.media, p.frame_times = images.media, images.offsets_s
 
     @staticmethod
     def _pixel_space(clips: Sequence[Clip], media: MediaRef) -> tuple[int, int]:

@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible chat-completions server (stdlib only) for tests, benchmarks, bag evaluation.
 
 It answers with chosen texts, errors, delays and dropped connections, streams SSE chunks like vLLM, and
-records every request body so tests can assert on what the client sent.
+records every request body so tests can assert on what the client sent. Server-wide behaviours (constructor
+arguments): `refuse_grammars` (fail structured output as a vLLM release does), `mm_limits` (media items per
+prompt, as vLLM's --limit-mm-per-prompt: more is refused with HTTP 400 and vLLM's message).
 """
 
 from __future__ import annotations
@@ -156,6 +158,19 @@ def split_text(text: str, pieces: int = 0) -> list[str]:
     return out
 
 
+def media_counts(body: dict[str, Any]) -> dict[str, int]:
+    """A request's media items by modality: its video_url parts as "video", its image_url parts as "image"."""
+    counts: dict[str, int] = {}
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in ("video_url", "image_url"):
+                modality = kind.removesuffix("_url")
+                counts[modality] = counts.get(modality, 0) + 1
+    return counts
+
+
 def request_text(body: dict[str, Any]) -> str:
     """All text parts of a request's messages, joined: what rules in a reply file match against."""
     parts: list[str] = []
@@ -182,12 +197,18 @@ class ScriptedServer:
         port: int = 0,
         record: bool = True,
         refuse_grammars: str = "",
+        mm_limits: dict[str, int] | None = None,
     ) -> None:
         if refuse_grammars and refuse_grammars not in GRAMMAR_FAILURES:
             raise ValueError(
                 f"refuse_grammars: one of {', '.join(GRAMMAR_FAILURES)}, got {refuse_grammars!r}"
             )
         self.refuse_grammars = refuse_grammars  # fail every request with structured output, as that release
+        # Most media items per prompt by modality ("video", "image"), as vLLM's --limit-mm-per-prompt
+        # (NVIDIA's Nano on Thor: {"image": 1, "video": 0}): a request with more is recorded, consumes no
+        # scripted reply and is answered HTTP 400 with vLLM's message. Tests may change it while it runs.
+        self.mm_limits = dict(mm_limits or {})
+        self.mm_refused = 0  # requests refused for their media
         # POST /tokenize: the prompt's tokens (one per character); with the thinking switch, a prompt rendered
         # with chat_template_kwargs enable_thinking false ends in an empty think block, as Qwen3's template.
         self.thinking_switch = True
@@ -224,14 +245,33 @@ class ScriptedServer:
 
     def next_reply(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> ScriptedReply:
         with self._lock:
-            self.request_count += 1
-            if self.record:
-                self.requests.append(body)
-                self.headers.append(headers or {})
-            self._arrived.notify_all()
+            self._arrival(body, headers)
             if self._chooser is not None:
                 return self._chooser(body)
             return self._queue.popleft() if self._queue else self.default
+
+    def media_refusal(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> str:
+        """vLLM's message refusing the request for its media items (mm_limits), recorded as a request; "" when
+        the request is within the limits (then not recorded here: next_reply does)."""
+        counts = media_counts(body)
+        with self._lock:
+            for modality, limit in self.mm_limits.items():
+                if counts.get(modality, 0) > limit:
+                    self._arrival(body, headers)
+                    self.mm_refused += 1
+                    # vllm/multimodal/processing (0.19-0.34): the model takes more than the server allows.
+                    return (
+                        f"At most {limit} {modality}(s) may be provided in one prompt. Set "
+                        "`--limit-mm-per-prompt` to increase this limit."
+                    )
+        return ""
+
+    def _arrival(self, body: dict[str, Any], headers: dict[str, str] | None) -> None:
+        self.request_count += 1  # the caller holds the lock
+        if self.record:
+            self.requests.append(body)
+            self.headers.append(headers or {})
+        self._arrived.notify_all()
 
     def wait_requests(self, count: int, timeout_s: float) -> bool:
         """Block until at least `count` chat requests arrived (True) or the timeout passed (False)."""
@@ -360,7 +400,12 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as err:
             self._send_json(400, _error_body(400, f"invalid JSON body: {err}"))
             return
-        reply = self.scripted.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        refusal = self.scripted.media_refusal(body, headers)
+        if refusal:
+            self._send_json(400, _error_body(400, refusal))
+            return
+        reply = self.scripted.next_reply(body, headers)
         self._reply = reply
         self._sent = 0
         self.scripted._answer_started(self.connection)
