@@ -161,6 +161,7 @@ class HandoffEdge:
         self._started = time.monotonic()
         self._absence_reported = False
         self._path_valid_absence_reported = False
+        self._stop_deadline = 0.0  # time.monotonic() until which a goal cancelled at stop is awaited
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._timer = node.create_timer(_TICK_S, self._on_tick, group, clock=steady)
         where = f"{settings.action}" if settings.sends else "nothing (dry run)"
@@ -175,24 +176,30 @@ class HandoffEdge:
         self._started = time.monotonic()
         self._absence_reported = self._path_valid_absence_reported = False
 
-    def stop(self, why: str) -> None:
+    def stop(self, why: str, wait: bool = True) -> None:
         """The node stops (`why`: deactivate, cleanup, shutdown): nothing more is sent; under on_stop cancel
-        the goal it sent is cancelled and its end awaited up to server_timeout_s (an executor thread must
-        spin meanwhile: a transition's does, main spins through shutdown), published as a goal event."""
+        the goal it sent is cancelled and (`wait`, else with wait_stopped after other work) its end awaited up
+        to server_timeout_s from now (an executor thread must spin meanwhile: a transition's does, main spins
+        through shutdown), published as a goal event."""
         step = self.handoff.stop(self._now(), why)
         self._carry_out(step)
-        if not any(isinstance(c, CancelGoal) for c in step.commands) and not any(
-            d.decision == DecisionKind.CANCEL for d in step.decisions
-        ):
+        if any(d.decision == DecisionKind.CANCEL for d in step.decisions):
+            self._stop_deadline = time.monotonic() + self._settings.server_timeout_s
+        if wait:
+            self.wait_stopped()
+
+    def wait_stopped(self) -> None:
+        """Until the goal cancelled at stop has ended (Nav2 answered), at most until server_timeout_s after
+        the cancel; a warning when Nav2 did not answer. Nothing to wait for: returns at once."""
+        deadline, self._stop_deadline = self._stop_deadline, 0.0
+        if not deadline:
             return
-        timeout = self._settings.server_timeout_s
-        deadline = time.monotonic() + timeout
         while self.handoff.goal_in_flight() and time.monotonic() < deadline:
             time.sleep(0.01)
         if self.handoff.goal_in_flight():
             self._node.get_logger().warning(
                 f"handoff: no answer from {self._settings.action} to the cancel within server_timeout_s "
-                f"({timeout:g} s): the goal may still run (the node stops anyway)"
+                f"({self._settings.server_timeout_s:g} s): the goal may still run (the node stops anyway)"
             )
 
     def destroy(self) -> None:

@@ -198,9 +198,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         theirs, and a result asked after deactivate got no answer at all)."""
         self._stop_inputs()
         if self.handoff is not None:  # nothing sent from now on; the goal it sent cancelled (handoff.on_stop)
-            self.handoff.stop("deactivate")
+            self.handoff.stop("deactivate", wait=False)
         if self._scheduler is not None:
             self._scheduler.shutdown(self.config.shutdown_timeout_s)
+        if self.handoff is not None:  # Nav2's answer to that cancel, awaited meanwhile
+            self.handoff.wait_stopped()
         self._stop_health()
         for buffer in self.buffers.values():
             buffer.clear()  # frames from before the pause would make the first clip after it a lie
@@ -621,11 +623,13 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         if not self._gate.stop():
             return
         if self.handoff is not None:  # the goal it sent cancelled (handoff.on_stop), while main still spins
-            self.handoff.stop("shutdown")
+            self.handoff.stop("shutdown", wait=False)
         config = getattr(self, "config", None)
         timeout = timeout_s if timeout_s is not None else (config.shutdown_timeout_s if config else 3.0)
         if self._scheduler is not None and not self._scheduler.shutdown(timeout):
             self.get_logger().warning(f"shutdown: results still unpublished after {timeout:g} s")
+        if self.handoff is not None:  # Nav2's answer to that cancel, awaited meanwhile
+            self.handoff.wait_stopped()
         self._stop_health()
         # Encoding threads and the client: no request is left to use them. The publishers stay until the node
         # is destroyed, so that a late trigger still gets its one (cancelled) result.
