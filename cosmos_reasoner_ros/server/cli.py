@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import container, watchdog
 from .command import build_command
 from .errors import EXIT_OK, ConfigError, SupervisorError
 from .settings import MODES, ServerSettings, load_settings
@@ -94,7 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.print_command:
             if settings.mode == "external":
                 raise ConfigError("mode external starts no server: there is no command to print")
-            print(json.dumps(build_command(settings, detect(settings)).shown(), indent=1))
+            version = detect(settings)
+            command = (
+                container.server_command(settings, version, container.owner_value(watchdog.owner_mark()))
+                if settings.container
+                else build_command(settings, version)
+            )
+            print(json.dumps(command.shown(), indent=1))
             return EXIT_OK
         return _serve(Supervisor(settings))
     except SupervisorError as exc:

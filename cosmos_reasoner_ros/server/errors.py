@@ -35,6 +35,12 @@ class PortInUse(SupervisorError):
     exit_code = EXIT_PORT_IN_USE
 
 
+class ContainerInUse(SupervisorError):
+    """The container's name is taken by a running supervisor's container (like a port in use)."""
+
+    exit_code = EXIT_PORT_IN_USE
+
+
 class ModelNotFound(SupervisorError):
     exit_code = EXIT_NO_MODEL
 

@@ -15,6 +15,7 @@ import yaml
 from cosmos_reasoner_ros.errors import credentials_problem, shown_url
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, config_file
 
+from .container_settings import mount_problem, parse_container
 from .errors import ConfigError
 
 # Architecture each mode asks vLLM for (--hf-overrides); external starts nothing.
@@ -102,6 +103,7 @@ class ServerSettings:
     stop_grace_s: float = 20.0
     ready_file: str = ""
     log_prefix: str = "[vllm] "
+    container: dict[str, Any] = field(default_factory=dict)  # empty: no container (container_settings.py)
 
     def __post_init__(self) -> None:
         problems = []
@@ -178,6 +180,7 @@ class ServerSettings:
         if credentials_problem("server_url", self.server_url):
             problems.append(credentials_problem("server_url", self.server_url))
         problems += _number_problems(self)
+        problems += _container_problems(self)
         if self.gpus and not all(g.strip().isdigit() for g in self.gpus.split(",")):
             problems.append(f"gpus: comma-separated GPU ids such as 0,1, got {self.gpus!r}")
         elif self.gpus and self.mode != "external":
@@ -224,6 +227,25 @@ def _gpu_count_problems(s: ServerSettings) -> list[str]:
             f"{s.tensor_parallel_size} on this host: {needed} needed"
         ]
     return []
+
+
+def _container_problems(s: ServerSettings) -> list[str]:
+    """The container section's own problems, and what it needs of the other settings: a stated vLLM
+    version (the image's, not detected here) and host paths it may mount at the same place inside."""
+    if not s.container:
+        return []
+    _, problems = parse_container(s.container)
+    if s.mode == "external":
+        problems.append("container: mode external starts no server (leave container empty)")
+    if s.vllm_version in ("", "auto"):
+        problems.append("vllm_version: the image's vLLM version is needed with a container (e.g. 0.26.0)")
+    for name in ("media_dir", "cache_dir"):
+        value = getattr(s, name)
+        if value and mount_problem(value):
+            problems.append(f"{name}: mounted into the container: {mount_problem(value)}")
+    if s.model.startswith(("/", "~")) and mount_problem(s.model):
+        problems.append(f"model: mounted into the container: {mount_problem(s.model)}")
+    return problems
 
 
 def _number_problems(s: ServerSettings) -> list[str]:

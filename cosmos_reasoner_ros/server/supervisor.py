@@ -36,7 +36,7 @@ from typing import TextIO
 
 from cosmos_reasoner_ros.structured_output import TaskGrammar
 
-from . import engines, watchdog
+from . import container, engines, watchdog
 from .command import ServerCommand, base_environment, build_command, redacted_argv
 from .detect import DetectedVersion, detect_version, environment_python, resolve_executable
 from .errors import (
@@ -68,7 +68,10 @@ def prepare(settings: ServerSettings, say: Callable[[str], None] | None = None) 
     ready file or a server left by a supervisor that died is recognised: the file is removed, the server's
     process group stopped (said through `say`)."""
     tell = say or (lambda _message: None)
-    resolve_executable(settings.executable[0])
+    if settings.container:
+        container.prepare(settings, tell)  # the runtime, not vLLM, runs here; dead owners' containers go
+    else:
+        resolve_executable(settings.executable[0])
     model = Path(settings.model).expanduser()
     if _looks_local(settings.model):
         if not model.exists():
@@ -228,6 +231,7 @@ class Supervisor:
         self._reaper = watchdog.Reaper(settings.stop_grace_s, self._owner)  # started in run()
         self._grammar_check: GrammarCheck | None = None
         self._structured: dict[str, TaskGrammar] = {}
+        self._container = container.Runtime(settings) if settings.container else None
 
     def say(self, message: str) -> None:
         with self._out_lock:
@@ -252,11 +256,14 @@ class Supervisor:
             return self._wait_external()
         prepare(s, self.say)
         self.version = self.version or detect(s)
-        self.command = build_command(s, self.version)
+        if self._container is not None:
+            self.command = container.server_command(s, self.version, container.owner_value(self._owner))
+        else:
+            self.command = build_command(s, self.version)
         self.say(self.version.describe())
         for note in self.command.notes:
             self.say(f"note: {note}")
-        program = resolve_executable(s.executable[0], self.command.environment().get("PATH"))
+        program = resolve_executable(self.command.argv[0], self.command.environment().get("PATH"))
         self._structured = structured_tasks(s)
         # Before the first server: from its start on, guarding it is only a write to the reaper's pipe. A
         # supervisor SIGKILLed between a server's start and that write leaves a server the reaper still finds,
@@ -277,7 +284,7 @@ class Supervisor:
             self._grammar_check = GrammarCheck(
                 s,
                 self._structured,
-                environment_python(program),
+                None if self._container else environment_python(program),  # vLLM's Python is in the image
                 self.version.version,
                 self.command.environment(),
             ).start()
@@ -600,6 +607,8 @@ class Supervisor:
         reused."""
         if proc.returncode is not None:
             return  # stopped and reaped already (a frozen server): its id may be another group's by now
+        if self._container is not None:
+            self._container.stop(self.settings.stop_grace_s)  # the client died, the container may not have
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         # SIGKILL is delivered, not yet acted on: the workers are waited for (bounded) so that none still
@@ -618,6 +627,9 @@ class Supervisor:
             return exit_status(proc) is None or bool(watchdog.group_members(pgid))
 
         started = time.monotonic()
+        if self._container is not None:
+            # Signals to the client would not reach a stopped container: the runtime stops it first.
+            self._container.stop(self.settings.stop_grace_s)
         if not watchdog.stop_group(proc.pid, self.settings.stop_grace_s, running):
             self.say(f"still running {self.settings.stop_grace_s:.0f} s after SIGTERM: SIGKILL")
         self._reap(proc)
