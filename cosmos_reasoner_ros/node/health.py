@@ -1,7 +1,8 @@
-"""The server's health, watched off the executor: a thread polls /health (and discovers the model once) and
-reports each change, so that callbacks and diagnostics only read the last known state. Outages are counted
-and timed: a server its supervisor killed and restarted (a crash, or frozen past its health_grace_s) shows in
-the node's diagnostics as an outage of that length."""
+"""The server's health, watched off the executor: a thread polls its readiness (ReasonerClient.health: vLLM's
+/health, or /v1/models on a server without that route) and discovers the model once, and reports each change,
+so that callbacks and diagnostics only read the last known state. Outages are counted and timed: a server its
+supervisor killed and restarted (a crash, or frozen past its health_grace_s) shows in the node's diagnostics
+as an outage of that length."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ _log = logging.getLogger(__name__)
 
 
 class HealthMonitor:
-    """Polls `check()` every period_s on its own thread; `on_change(healthy, error)` on every change."""
+    """Polls `check()` (the client's readiness, whichever route the server has) every period_s on its own
+    thread; `on_change(healthy, error)` on every change."""
 
     def __init__(
         self,

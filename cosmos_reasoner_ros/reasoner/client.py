@@ -63,6 +63,9 @@ _STREAM_BYTES_PER_TOKEN = 1024
 _BODY_BYTES_PER_CHAR = 6
 _WIRE_SLACK_BYTES = 1 << 20
 _DISCOVERY_BYTES = 1 << 20  # /v1/models: a list of model cards
+# What a server without a /health route answers there (one with the OpenAI endpoints only: TensorRT
+# Edge-LLM's, a proxy): its readiness is then read from /v1/models instead (ReasonerClient.health).
+NO_HEALTH_ROUTE = (404, 405, 501)
 # How long a finished stream's rest is waited for: vLLM sends its usage chunk and `[DONE]` right after the
 # finish chunk, in the same write or the next; a server that sends neither (nor closes) costs this much, and
 # the answer then carries no token counts (0: unknown, as from a server that never sends usage).
@@ -133,7 +136,7 @@ class ClientSettings:
 
     @property
     def server_url(self) -> str:
-        """The server root (where /health lives): base_url without its trailing /v1."""
+        """The server root (where vLLM's /health lives): base_url without its trailing /v1."""
         url = self.base_url.rstrip("/")
         return url[: -len("/v1")] if url.endswith("/v1") else url
 
@@ -169,6 +172,9 @@ class ReasonerClient:
         self.settings = settings
         self._model = settings.model
         self._model_lock = threading.Lock()
+        # Where readiness is read: "/health" (vLLM) until the server answers there as one without that route,
+        # then "/models" under base_url until that fails once (health()).
+        self._readiness = "/health"
         # The SDK's own retries are off: this class retries itself so that it can tell 4xx from 5xx, stop on
         # cancellation, and keep to total_timeout_s.
         self._sdk = openai.OpenAI(
@@ -188,15 +194,63 @@ class ReasonerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def readiness_url(self) -> str:
+        """The URL health() reads now: {server}/health, or {base_url}/models on a server without /health."""
+        if self._readiness == "/health":
+            return self.settings.server_url + "/health"
+        return self.settings.base_url.rstrip("/") + "/models"
+
     def health(self) -> bool:
-        """True when GET {server}/health answers 200 within health_timeout_s."""
+        """Whether the server is ready, each probe within health_timeout_s: GET {server}/health answers 200
+        (vLLM's readiness); on a server without that route (404, 405 or 501 there: only the OpenAI endpoints)
+        GET {base_url}/models answers 200 with at least one model, and once it has, /v1/models alone is asked
+        from then on. Once /v1/models fails, /health is asked first again: the server that comes back may be
+        another (a vLLM)."""
+        if self._readiness == "/models":
+            if self._models_ready():
+                return True
+            self._readiness = "/health"
+            return False
+        status = self._health_status()
+        if status not in NO_HEALTH_ROUTE:
+            return status == 200
+        ready = self._models_ready()
+        if ready:
+            self._readiness = "/models"
+            _log.info(
+                "%s/health answered %d: readiness is read from /v1/models",
+                shown_url(self.settings.server_url),
+                status,
+            )
+        return ready
+
+    def _health_status(self) -> int | None:
+        """GET {server}/health's status; None when it did not answer (refused, timed out, not HTTP)."""
         url = self.settings.server_url + "/health"
         try:
             # The scheme is checked in ClientSettings (http/https only), so urlopen cannot open local files.
             with urllib.request.urlopen(url, timeout=self.settings.health_timeout_s) as response:  # noqa: S310
-                return int(response.status) == 200
-        except (OSError, ValueError):  # URLError, HTTPError, timeouts and refused connections are OSErrors
+                return int(response.status)
+        except urllib.error.HTTPError as err:
+            return int(err.code)
+        except (OSError, ValueError):  # URLError, timeouts and refused connections are OSErrors
+            return None
+
+    def _models_ready(self) -> bool:
+        """GET {base_url}/models (with the API key, as the SDK sends it) answers 200 with a model list that is
+        not empty (a server still loading lists none or refuses)."""
+        url = self.settings.base_url.rstrip("/") + "/models"  # http(s) only: checked in ClientSettings
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._sdk.api_key}"})  # noqa: S310
+        timeout = self.settings.health_timeout_s
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+                if int(response.status) != 200:
+                    return False
+                models = json.loads(response.read(_DISCOVERY_BYTES)).get("data")
+        except (OSError, ValueError, AttributeError):  # HTTPError is an OSError; a body that is not a list
             return False
+        return isinstance(models, list) and len(models) > 0
 
     def server_version(self, timeout_s: float | None = None) -> str | None:
         """The server's vLLM version (GET {server}/version, which every vLLM release 0.19-0.34 serves), or
@@ -213,14 +267,18 @@ class ReasonerClient:
     def wait_ready(
         self, timeout_s: float, poll_s: float = 0.5, cancel: threading.Event | None = None
     ) -> None:
-        """Return once the server is healthy; ServerUnavailable after timeout_s, RequestCancelled as soon as
-        `cancel` is set (a request's deadline or cancellation must not wait for the server to come back)."""
+        """Return once the server is ready (health()); ServerUnavailable after timeout_s, RequestCancelled as
+        soon as `cancel` is set (a request's deadline or cancellation must not wait for the server to come
+        back)."""
         deadline = time.monotonic() + timeout_s
         stop = cancel or threading.Event()
         while not self.health():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ServerUnavailable(f"{self.settings.server_url} not healthy after {timeout_s:.1f} s")
+                raise ServerUnavailable(
+                    f"{self.settings.server_url} not healthy after {timeout_s:.1f} s "
+                    f"({shown_url(self.readiness_url)} did not answer as ready)"
+                )
             if stop.wait(min(poll_s, remaining)):
                 raise RequestCancelled("cancelled while waiting for the server to become healthy")
 
@@ -667,8 +725,9 @@ def _grammar_failure(
     output that failed before its first token with a server failure (HTTP 500, an error event, or a stream
     that ended without an answer or a finish reason: vLLM 0.26-0.31's way of ending a request whose grammar
     its engine could not compile) while the server stays healthy, or a 4xx whose message is about the
-    grammar. A server failure while /health does not answer 200 right after is the server's own (an engine
-    crash, an OOM, the watchdog restarting a frozen server): it keeps its kind and its retries."""
+    grammar. A server failure while it is not healthy right after (`healthy`: ReasonerClient.health, /health
+    or, on a server without it, /v1/models) is the server's own (an engine crash, an OOM, the watchdog
+    restarting a frozen server): it keeps its kind and its retries."""
     if not request.structured or started:
         return None
     final = failure.final if isinstance(failure, _RetryableError) else failure

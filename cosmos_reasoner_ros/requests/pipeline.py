@@ -60,7 +60,9 @@ class PipelineSettings:
     clip_seconds: float = 4.0
     tiled: bool = False  # several cameras: one tiled video instead of one video per camera
     stream: bool = True
-    wait_for_server_s: float = 0.0  # >0: wait this long for /health before each request
+    # >0: wait this long before each request for the server to be ready (ReasonerClient.health: /health, or
+    # /v1/models on a server without it)
+    wait_for_server_s: float = 0.0
     stale_after_s: float = (
         1.0  # a camera lagging the newest by more (at least two sampling periods) is left out
     )

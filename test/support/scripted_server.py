@@ -220,6 +220,11 @@ class ScriptedServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # the HTTP headers of each recorded request
         self.health_status = 200  # tests flip it to 503 to exercise readiness waits
+        # A server with the OpenAI endpoints only: no /health route, answered with this status (404, 405,
+        # 501); 0: /health as vLLM's. Readiness is then /v1/models: models_status (not 200: not ready).
+        self.no_health = 0
+        self.models_status = 200
+        self.get_paths: list[str] = []  # the path of every GET, in order (when record)
         self.disconnects = 0  # answers the client closed before their end (cancellation reaches the server)
         self._chooser: Callable[[dict[str, Any]], ScriptedReply] | None = None
         self._queue: deque[ScriptedReply] = deque()
@@ -361,7 +366,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
-        if path == "/health":
+        if self.scripted.record:
+            self.scripted.get_paths.append(path)
+        if path == "/health" and self.scripted.no_health:
+            self._send_json(self.scripted.no_health, _error_body(self.scripted.no_health, f"no route {path}"))
+        elif path == "/v1/models" and self.scripted.models_status != 200:
+            self._send_json(self.scripted.models_status, _error_body(self.scripted.models_status, "loading"))
+        elif path == "/health":
             self._send_json(
                 self.scripted.health_status,
                 {}
