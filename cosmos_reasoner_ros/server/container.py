@@ -104,7 +104,7 @@ def server_command(settings: ServerSettings, version: DetectedVersion | str, own
 def run_argv(
     settings: ServerSettings, c: ContainerSettings, owner: str, env_names: list[str], inner: tuple[str, ...]
 ) -> tuple[str, ...]:
-    """The runtime's argv: no shell, every variable by name only."""
+    """The runtime's argv: no shell, every variable by name only, `inner` run as it is."""
     argv = [c.program, "run", "--name", c.container_name(settings.port)]
     for key, value in labels(settings, c, owner).items():
         argv += ["--label", f"{key}={value}"]
@@ -117,7 +117,9 @@ def run_argv(
         argv += ["--volume", f"{path}:{path}" + ("" if writable else ":ro")]
     for name in dict.fromkeys(env_names):  # once each, in order
         argv += ["--env", name]
-    return (*argv, c.image, *inner)
+    # The image's own entrypoint differs between images (vllm/vllm-openai: `vllm serve`): replaced by the
+    # command's program, so that the container runs exactly the argv build_command made.
+    return (*argv, "--entrypoint", inner[0], c.image, *inner[1:])
 
 
 class Runtime:

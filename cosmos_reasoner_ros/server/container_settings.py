@@ -33,7 +33,6 @@ FORBIDDEN_MOUNTS = (
     "/lib",
     "/lib64",
     "/proc",
-    "/root",
     "/run",
     "/sbin",
     "/sys",
@@ -143,7 +142,7 @@ def _value_problems(c: ContainerSettings) -> list[str]:
         elif key.startswith(LABEL_PREFIX):
             problems.append(f"container.labels: {key!r}: the {LABEL_PREFIX}* labels are the supervisor's own")
         if not value.isprintable() or len(value) > 1024:
-            problems.append(f"container.labels.{key}: printable text up to 1024 characters")
+            problems.append(f"container.labels: the value of {key!r}: printable text up to 1024 characters")
     for path in c.mounts:
         problem = mount_problem(path)
         if problem:

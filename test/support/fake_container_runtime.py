@@ -26,7 +26,7 @@ from typing import Any
 
 _VALUE_OPTIONS = {
     "--name", "--label", "-l", "--env", "-e", "--volume", "-v", "--ipc", "--network", "--publish", "-p",
-    "--runtime", "--gpus", "--device",
+    "--runtime", "--gpus", "--device", "--entrypoint",
 }  # fmt: skip
 
 
@@ -83,10 +83,12 @@ def _run(args: list[str]) -> int:
             return 125
         opts.setdefault(flag, []).append(args[i + 1])
         i += 2
-    if i + 1 >= len(args):
+    if i >= len(args) or (i + 1 >= len(args) and "--entrypoint" not in opts):
         print('"run" requires an image and a command', file=sys.stderr)
         return 125
     image, command = args[i], args[i + 1 :]
+    # The fake images have no entrypoint of their own: --entrypoint is the program.
+    command = [*opts.get("--entrypoint", [])[-1:], *command]
     name = (opts.get("--name") or [uuid.uuid4().hex[:12]])[-1]
     if _find(name) is not None:
         print(f'Error: Conflict. The container name "/{name}" is already in use', file=sys.stderr)
