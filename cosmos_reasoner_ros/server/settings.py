@@ -23,6 +23,7 @@ ARCHITECTURES = {
     "plugin": "Cosmos3ReasonerForConditionalGeneration",  # vLLM 0.19/0.21 with the vllm-cosmos3 plugin
     "native": "Cosmos3ForConditionalGeneration",  # vLLM >= 0.23, no plugin
     "qwen3vl": "Qwen3VLForConditionalGeneration",  # the tiny test checkpoint (or any Qwen3-VL model)
+    "edge": "Cosmos3EdgeForConditionalGeneration",  # Cosmos3-Edge, native in vLLM's cosmos3_edge.py
 }
 MODES = (*ARCHITECTURES, "external")
 PREFIX_CACHING = ("default", "on", "off")
