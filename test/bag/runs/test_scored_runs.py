@@ -90,12 +90,16 @@ class LabelServer:
         raise AssertionError(f"no label for the prompt {text[:80]!r}")
 
     def reply(self, body: dict[str, Any]) -> ScriptedReply:
+        """The answer a server holding the request's schema sends (the node sends it: structured_output is
+        on by default): integers in 0-1000, a caption per segment, a choice as {"answer": letter}."""
         label = self.label_for(prompt(body))
         answer = label.answers[0]
         if label.kind == "points":
             pts = [(p.x_norm, p.y_norm) for p in answer.trajectories[0].points]
             shift = 400 if self.wrong else self.noise * 100
-            text = json.dumps([{"point_2d": [min(x + shift, 1000), y], "label": "gripper"} for x, y in pts])
+            text = json.dumps(
+                [{"point_2d": [round(min(x + shift, 1000)), round(y)], "label": "gripper"} for x, y in pts]
+            )
         elif label.kind == "boxes":
             b = answer.boxes[0]
             w, h = b.x2_norm - b.x1_norm, b.y2_norm - b.y1_norm
@@ -103,12 +107,17 @@ class LabelServer:
             box = [b.x1_norm + dx, b.y1_norm + dy, min(b.x2_norm + dx, 1000), min(b.y2_norm + dy, 1000)]
             if self.wrong:
                 box = [0, 0, 40, 40] if b.x1_norm > 300 else [900, 900, 1000, 1000]
-            text = json.dumps([{"bbox_2d": box, "label": b.label}])
+            text = json.dumps([{"bbox_2d": [round(v) for v in box], "label": b.label}])
         elif label.kind == "segments":
             shift = 3.0 if self.wrong else self.noise * 2
-            text = json.dumps([{"start": s.start_s + shift, "end": s.end_s + shift} for s in answer.segments])
+            text = json.dumps(
+                [
+                    {"start": s.start_s + shift, "end": s.end_s + shift, "caption": "e"}
+                    for s in answer.segments
+                ]
+            )
         elif label.kind == "choice":
-            text = "<answer>B</answer>" if self.wrong else f"<answer>{answer.choice}</answer>"
+            text = json.dumps({"answer": "B" if self.wrong else answer.choice})
         else:
             words = answer.answer.split()
             text = "Wave at the camera." if self.wrong else " ".join(words[:-3] if self.noise else words)
