@@ -320,6 +320,8 @@ class Handoff:
                 return Step()
             goal.distance, goal.speed = float(distance_to_goal), float(speed)
             now = self._clock()
+            if not goal.accepted:  # its goal_accepted decision comes first (the response may come later)
+                return Step()
             if goal.feedback_at is not None and now - goal.feedback_at < FEEDBACK_PERIOD_S:
                 return Step()
             goal.feedback_at = now
