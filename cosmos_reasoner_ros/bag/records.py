@@ -194,6 +194,8 @@ class ResultRecord:
     bag_notes: tuple[str, ...] = ()  # its bag's, in words: frames the node refused, files without CRCs
 
     handoff: HandoffRecord | None = None  # the Nav2 handoff's decision (dry in a replay); None: it was off
+    # [s] ReasonerResult.stages: each stage reached (msg/Stage.msg), in order, from trigger to publication
+    stages: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def outcome(self) -> str:
@@ -262,6 +264,8 @@ class ResultRecord:
             )
         if values.get("handoff") is not None:
             values["handoff"] = HandoffRecord.from_dict(values["handoff"])
+        if "stages" in values:
+            values["stages"] = {str(k): float(v) for k, v in dict(values["stages"]).items()}
         return cls(**values)
 
 
@@ -420,4 +424,5 @@ def record_from_msg(msg: Any, trigger_s: float = 0.0, bag: str = "", step: str =
         bag=bag,
         step=step,
         handoff=handoff_from_msg(getattr(msg, "handoff", None)),
+        stages={s.name: float(s.seconds) for s in getattr(msg, "stages", ())},  # none in older recordings
     )
