@@ -6,8 +6,9 @@ group), watchdog.py and reaper.py (the group dies with the supervisor, stale lef
 engines.py (each engine core watched on its own: one hung among several, or behind a live API server),
 grammar_check.py (the structured tasks' schemas compiled by vLLM's own backend at start), template_check.py
 (before READY: the chat template's thinking switch), warmup.py (before READY: warm-up requests), http.py (HTTP
-to the server: /health, JSON POSTs a stop does not wait for), cli.py (the command line), errors.py (failures
-and exit codes).
+to the server: /health, JSON POSTs a stop does not wait for), container.py and container_settings.py (vLLM in
+docker or podman: the run argv, the stop through the runtime, a dead owner's containers removed), cli.py (the
+command line), errors.py (failures and exit codes).
 Imports nothing of the package but package_files and structured_output: a server host needs neither ROS nor
 the node.
 """
