@@ -553,9 +553,10 @@ def _ask_every_task(
                     ref.height,
                     completion.finish_reason,
                     completion.reasoning,
+                    schema=task.json_schema if request.structured else None,  # as the node parses it
                 )
             except ParseError as err:
-                row["parse_error"] = str(err)
+                row["parse_error"] = f"{err.kind}: {err}"
             rows.append(row)
     return rows
 
