@@ -15,7 +15,6 @@ server_timeout_s.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import threading
 import time
 from typing import Any
@@ -249,7 +248,7 @@ class HandoffEdge:
         )
         self._carry_out(step)
         first = next((d for d in step.decisions if d.request_id == outcome.request_id), None)
-        return dataclasses.replace(outcome, handoff=first) if first is not None else outcome
+        return outcome.with_handoff(first) if first is not None else outcome  # the handoff stage ends here
 
     def _on_confirm(
         self, request: ConfirmHandoff.Request, response: ConfirmHandoff.Response
