@@ -141,7 +141,7 @@ def test_a_drive_path_answer_is_followed_by_the_controller_server_and_its_end_co
         assert result.success, result.error
         decision = result.handoff
         assert decision.decision == "sent", decision.reason
-        # The handoff's stage closes the result's latency budget: its first decision, after publication's mark.
+        # The handoff's stage closes the result's latency budget: its first decision, after publication.
         stages = [s.name for s in result.stages]
         assert stages[-2:] == ["published", "handoff"] and result.stages[-1].seconds >= 0.0, stages
         assert [g.name for g in decision.gates] == [
