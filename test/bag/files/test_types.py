@@ -105,7 +105,9 @@ def test_a_stored_definition_that_does_not_describe_the_data_yields_to_the_insta
         checked = verify(reader, topics, everything=True)
         assert not checked.problems and not checked.foreign, checked
         said = [n for n in checked.notes if LOG in n]
-        assert len(said) == 1 and "does not describe its messages" in said[0] and HERE in said[0]
+        # The bag says Jazzy wrote it (its sqlite3 schema table): that distribution's type reads it, whichever
+        # distribution this process runs.
+        assert len(said) == 1 and "does not describe its messages" in said[0] and "Jazzy" in said[0], said
         store, unknown = reader.typestore(topics)
         assert not unknown and same_layout(store, typestore(None), LOG)
         first = next(reader.messages(["/rosout"]))
