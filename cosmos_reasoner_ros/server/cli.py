@@ -126,18 +126,24 @@ def _serve(supervisor: Supervisor) -> int:
         except BaseException as exc:  # handed to the main thread: raised there as before
             failure.append(exc)
 
+    # The handler only appends (no lock): it runs between any two bytecodes of this thread, also inside
+    # itself, and one that set the supervisor's Event (which takes a lock) deadlocked when a second signal
+    # came while the first held it. This loop passes the first signal on.
     signalled: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         signalled.append(signum)
-        supervisor.stop(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         worker = threading.Thread(target=serve, name="supervisor", daemon=True)
         worker.start()
+        passed_on = False
         while worker.is_alive():
-            worker.join(0.5)
+            if signalled and not passed_on:
+                supervisor.stop(signal.Signals(signalled[0]).name)
+                passed_on = True
+            worker.join(0.05)
     finally:
         # Stopped by a signal, the process is exiting: later signals are ignored. Put back, the default
         # action killed it when one more came before the end (30 SIGTERMs 20 ms apart: exit -15, not 0).

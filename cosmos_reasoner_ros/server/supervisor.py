@@ -239,8 +239,8 @@ class Supervisor:
             self._out.flush()
 
     def stop(self, reason: str = "") -> None:
-        """Ask run() to stop the server and return. From a signal handler only while run() is on another
-        thread (cli._serve): setting the Event takes its lock, which run()'s thread holds in each wait."""
+        """Ask run() to stop the server and return. Never from a signal handler: setting the Event takes a
+        lock, which the interrupted code (or a handler interrupted by another signal) may hold."""
         self._stop_reason = reason
         self._stop.set()
 

@@ -2113,3 +2113,45 @@ def test_sigterm_never_deadlocks_the_supervisors_stop() -> None:
         [sys.executable, "-c", _STOP_STORM, "300"], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert proc.returncode == 0 and "stopped every time" in proc.stdout, proc.stdout + proc.stderr
+
+
+_FLOOD = textwrap.dedent(
+    """
+    import os, signal, sys, threading, time
+    from cosmos_reasoner_ros.server import cli
+
+    class Busy:  # run() waits on its stop Event without pause, as the supervisor's loops do
+        def __init__(self):
+            self.event = threading.Event()
+        def stop(self, reason=""):
+            self.event.set()
+        def run(self):
+            while not self.event.wait(0):
+                pass
+            return 0
+
+    def flood():  # alternating SIGTERM and SIGINT as fast as they go, once _serve's handler is there
+        while not callable(signal.getsignal(signal.SIGTERM)):
+            time.sleep(0.0005)
+        for i in range(3000):
+            os.kill(os.getpid(), (signal.SIGTERM, signal.SIGINT)[i % 2])
+
+    for _ in range(int(sys.argv[1])):
+        sender = threading.Thread(target=flood, daemon=True)
+        sender.start()
+        assert cli._serve(Busy()) == 0
+        sender.join()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # _serve left them ignored: the next round waits
+    print("stopped every time", flush=True)
+    """
+)
+
+
+def test_a_flood_of_signals_never_deadlocks_the_supervisor() -> None:
+    """A handler runs inside another handler when signals come close together: one that set the supervisor's
+    Event (a lock) waited for ever on the lock its interrupted self held. The handler only notes the signal
+    now; 10 floods of 3000 alternating SIGTERM/SIGINT all stop it (before: a hang within a few floods)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _FLOOD, "10"], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert proc.returncode == 0 and "stopped every time" in proc.stdout, proc.stdout + proc.stderr
