@@ -25,6 +25,7 @@ from cosmos_reasoner_ros.bag.records import ResultRecord, record_from_msg
 from cosmos_reasoner_ros.bag.replay.bag_run import BagRun, BagRunInfo, PreparedBag, RunShared
 from cosmos_reasoner_ros.bag.replay.node_process import NodeStarter, check_parameters, check_params_file
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, bag_label, schedule
+from cosmos_reasoner_ros.bag.replay.reachability import check_server
 from cosmos_reasoner_ros.bag.safe_paths import printable
 
 __all__ = ["evaluate_bags", "prepare_bag", "read_recorded"]
@@ -131,6 +132,7 @@ def evaluate_bags(
             last = max(spans[t][1] for t in ready.choice.topics if t in spans)
             end_s = options.end_s((last - ready.reader.start_ns) / 1e9)
             total += len(schedule(end_s, options.goal_list(), options.start_s))
+        check_server(options)  # one readiness request (within wait_for_server_s) before any node starts
         out.mkdir(parents=True, exist_ok=True)
         concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))
         namespaced = start_node is None and len(bags) > 1

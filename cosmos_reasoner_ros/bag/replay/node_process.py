@@ -25,6 +25,7 @@ from cosmos_reasoner_ros.handoff import HandoffSettings, read_settings
 from cosmos_reasoner_ros.package_files import package_file
 
 __all__ = [
+    "REPLAY_WAIT_FOR_SERVER_S",
     "NodeCamera",
     "NodeHandle",
     "NodeProcess",
@@ -42,6 +43,11 @@ __all__ = [
     "parameter_problem",
     "yaml_string",
 ]
+
+
+# [s] the replayed node's wait for its server before each request (unless -p wait_for_server_s says); the
+# check before the replay (reachability.py) waits as long.
+REPLAY_WAIT_FOR_SERVER_S = 10.0
 
 
 def default_params_file() -> Path | None:
@@ -101,7 +107,7 @@ def node_parameters(options: EvalOptions, cameras: Sequence[NodeCamera], media_d
         "trigger_period_s:=0.0",
         "image_qos:=reliable",
         f"max_in_flight:={in_flight}",
-        "wait_for_server_s:=10.0",
+        f"wait_for_server_s:={REPLAY_WAIT_FOR_SERVER_S}",
         *([f"diagnostics_period_s:={DIAGNOSTICS_PERIOD_S}"] if options.lock_step else []),
         *options.params,
         *handoff_rehearsal(options, cameras),

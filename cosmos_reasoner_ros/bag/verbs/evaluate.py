@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
+from cosmos_reasoner_ros.bag.safe_paths import writable_folder
 from cosmos_reasoner_ros.bag.verbs.arguments import add_checks, add_run, add_topics
 from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, junit_on_error
 from cosmos_reasoner_ros.bag.verbs.scoring_args import add_scoring_arguments, scoring_from_args
@@ -97,6 +98,8 @@ def _main(args: argparse.Namespace) -> int:
     tolerances = load_tolerances(args.tolerances)
     scoring = scoring_from_args(args)  # labels files read now: a bad one is exit 2 before anything runs
     check_outputs(args.output, args.junit)
+    if args.media_dir is not None:  # where the node writes clips: a folder, writable, before any node starts
+        writable_folder(args.media_dir, "media folder")
     if args.results is not None:
         return _from_results(args, tolerances, scoring)
     from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, bag_paths

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
-from cosmos_reasoner_ros.bag.safe_paths import printable
+from cosmos_reasoner_ros.bag.safe_paths import printable, writable_folder
 from cosmos_reasoner_ros.bag.verbs.arguments import add_run
 from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, junit_on_error
 from cosmos_reasoner_ros.bag.verbs.scoring_args import add_scoring_arguments, scoring_from_args
@@ -53,6 +53,7 @@ def main(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
     from cosmos_reasoner_ros.bag.replay.preflight import check_tasks
+    from cosmos_reasoner_ros.bag.replay.reachability import check_servers, server_target
     from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
     from cosmos_reasoner_ros.bag.runs.suite import SuiteRun, run_scenario
 
@@ -63,6 +64,8 @@ def _main(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         raise BagError(f"scenario names must be distinct (they name the output folders): {names}")
     check_outputs(args.output, args.junit)
+    if args.media_dir is not None:  # where the node writes clips: a folder, writable, before any node starts
+        writable_folder(args.media_dir, "media folder")
     base = EvalOptions(
         server_url=args.server_url,
         params_file=args.params_file,
@@ -72,12 +75,15 @@ def _main(args: argparse.Namespace) -> int:
         record=args.record,
         media_dir=args.media_dir,
     )
+    targets = []
     for scenario in scenarios:  # every variant's tasks against its catalog (a sweep may change tasks_file)
         for variant in scenario.variants():
-            check_tasks(
-                scenario.options(variant, base),
-                f"{printable(str(scenario.path))}: {variant.name or 'goals'}: ",
-            )
+            options = scenario.options(variant, base)
+            check_tasks(options, f"{printable(str(scenario.path))}: {variant.name or 'goals'}: ")
+            targets.append(server_target(options))
+    check_servers(
+        targets
+    )  # each server a variant calls, once, before the first run (a sweep may name several)
     runs: list[SuiteRun] = []
     try:
         for scenario in scenarios:
