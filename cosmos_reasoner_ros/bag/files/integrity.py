@@ -19,13 +19,12 @@ from rosbags.typesys.store import Typestore
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.files.reader import (
-    CORRUPT,
     BagReader,
     check_message_size,
     decompress_message,
     max_message_bytes,
-    storage_kind,
 )
+from cosmos_reasoner_ros.bag.files.storages import CORRUPT, storage_kind
 from cosmos_reasoner_ros.bag.safe_paths import printable
 
 __all__ = ["GAP_MIN_S", "Integrity", "check_bag", "find_gaps", "verify"]
