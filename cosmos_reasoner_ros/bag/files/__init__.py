@@ -1,4 +1,5 @@
-"""Bag files, no rclpy: reading any recording (reader: BagReader, TopicInfo, BagMessage, decompress_message),
+"""Bag files, no rclpy: reading any recording (reader: BagReader, TopicInfo, BagMessage, decompress_message;
+its storage files: storages; the types of its topics: stored_types),
 choosing the topics to replay (topics: choose_topics, CameraTopics), the whole-bag check before a replay
 (integrity: check_bag, verify, Integrity), foxglove CompressedVideo decoded to frames (video: VideoDecoder),
 writing bags (writer: open_writer, BagWriter), the message types per ROS 2 distribution (typestore:
@@ -12,6 +13,8 @@ __all__ = [
     "make",
     "overview",
     "reader",
+    "storages",
+    "stored_types",
     "topics",
     "typestore",
     "video",
