@@ -57,6 +57,11 @@ def trigger_times(
     """Given times inside the replay, else every period from one period after its start (the first clip
     needs frames). Times are seconds from the recording's start: its first message, on any topic; the replay
     runs from start_s (--start) to duration_s (its last message, or --until)."""
+    if start_s > duration_s:
+        raise BagError(
+            f"the replay would start at {start_s:g} s (--start, a scenario's start), after the recording's "
+            f"last message replayed at {duration_s:.2f} s from its start (or --until)"
+        )
     if at_s:
         bad = [t for t in at_s if not start_s <= t <= duration_s]
         if bad:

@@ -46,6 +46,8 @@ _KEYS = {
     "sweep",
     "labels",
     "min_scores",
+    "start",
+    "until",
 }
 _GOAL_KEYS = {"task", "instruction", "step", "at", "every"}
 
@@ -86,6 +88,8 @@ class Scenario:
     sweep_values: tuple[Any, ...] = ()
     labels: tuple[LabelSet, ...] = ()  # one labels file per bag (labels:)
     min_scores: tuple[MinScore, ...] = ()
+    start_s: float = 0.0  # [s from the recording's start] the replay begins here (evaluate --start)
+    until_s: float | None = None  # [s from the recording's start] and ends here (evaluate --until)
 
     def scoring(self, base: RunScoring | None) -> RunScoring | None:
         """This scenario's scoring: its labels and thresholds with the command line's (base) options."""
@@ -137,6 +141,8 @@ class Scenario:
             rate=self.rate,
             timeout_s=self.timeout_s,
             depth=self.depth,
+            start_s=self.start_s,
+            until_s=self.until_s,
         )
 
 
@@ -182,6 +188,20 @@ def _goal(item: Any, where: str) -> Goal:
         raise BagError(f"{where}: give the bag times (at) or a period (every)")
     spec = TaskSpec(task.strip(), str(item.get("instruction", "") or ""), str(item.get("step", "") or ""))
     return Goal(spec, times, every)
+
+
+def _bounds(data: Mapping[str, Any], goals: Sequence[Goal], where: str) -> tuple[float, float | None]:
+    """`start` and `until` [s from the recording's start], as evaluate's --start / --until: 0 <= start <
+    until, and every goal's `at` time inside them (the bag's own span is checked when it is opened)."""
+    start = _number(data.get("start", 0.0), f"{where}: start")
+    until = None if data.get("until") is None else _number(data["until"], f"{where}: until")
+    if until is not None and not start < until:
+        raise BagError(f"{where}: until ({until:g} s) must come after start ({start:g} s)")
+    for i, goal in enumerate(goals):
+        if outside := [t for t in goal.at_s if t < start or (until is not None and t > until)]:
+            span = f"{start:g}-{until:g} s" if until is not None else f"from {start:g} s"
+            raise BagError(f"{where}: goals[{i}].at {outside} lie outside the replay ({span}: start, until)")
+    return start, until
 
 
 def _topics(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
@@ -299,6 +319,7 @@ def load_scenario(path: Path) -> Scenario:
     params_file = rel(data["params_file"], "params_file") if data.get("params_file") else None
     if params_file is not None:
         check_params_file(params_file)  # every scenario's, before the first one runs
+    start_s, until_s = _bounds(data, goals, where)
     labels = scenario_labels(data.get("labels"), bags, rel, where)
     min_scores = scenario_min_scores(data.get("min_scores"), where)
     return Scenario(
@@ -322,6 +343,8 @@ def load_scenario(path: Path) -> Scenario:
         sweep_values=values,
         labels=labels,
         min_scores=min_scores,
+        start_s=start_s,
+        until_s=until_s,
     )
 
 
