@@ -692,7 +692,8 @@ def test_deactivate_cancels_the_goal_the_node_sent_and_reports_nav2_s_answer(
             current = nav2.controller._current
             assert current is not None
             current.preempted.set()
-            wait_until(lambda: nav2.controller.received[0].status == "preempted", 10.0, "the stand-in's record")
+            record = nav2.controller.received[0]
+            wait_until(lambda: record.status == "preempted", 10.0, "the stand-in's record")
             return
         assert nav2.controller.cancels == 1
         t.event(rid, "goal_canceled")
