@@ -5,7 +5,9 @@ System prompt, media parts before the text, the reasoning suffix, the task's sam
 configured limits, a clip's frames as images with their times for a server that takes no video
 (media_form.py), and the structured part (structured_output.request_fields): the task's JSON schema, and for
 a request that does not reason the chat template's thinking switch off, so that behind a server's reasoning
-parser its grammar applies from the first token and its answer comes as content.
+parser its grammar applies from the first token and its answer comes as content. How reasoning is asked for
+depends on the model family (model_family.py beside the package's root): the suffix (Nano, Qwen3-VL) or, for
+Edge, the template's thinking switch, on or off in every request.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cosmos_reasoner_ros.errors import TaskError
+from cosmos_reasoner_ros.model_family import DEFAULT_FAMILY, family
 from cosmos_reasoner_ros.reasoner.tasks import RenderedTask
 from cosmos_reasoner_ros.structured_output import request_fields
 
@@ -63,8 +66,10 @@ class RequestSettings:
     max_frames: int = 256
     structured_output: bool = False  # send the task's json_schema as vLLM structured output
     max_tokens: int | None = None  # overrides the task's max_tokens
+    model_family: str = DEFAULT_FAMILY  # model_family.FAMILY_NAMES: how reasoning is asked for
 
     def __post_init__(self) -> None:
+        family(self.model_family)  # a TaskError naming the families when unknown
         if self.video_kwargs_mode not in VIDEO_KWARGS_MODES:
             raise TaskError(
                 f"video_kwargs_mode must be one of {', '.join(VIDEO_KWARGS_MODES)}, "
@@ -109,9 +114,9 @@ def reasoning_suffix(reasoning_format: str) -> str:
         raise TaskError(f"unknown reasoning_format {reasoning_format!r}") from None
 
 
-def user_text(task: RenderedTask) -> str:
-    """The text part: the prompt, then the reasoning suffix when the task reasons."""
-    if not task.reasoning:
+def user_text(task: RenderedTask, model_family: str = DEFAULT_FAMILY) -> str:
+    """The text part: the prompt, then the reasoning suffix when the task reasons and its family asks so."""
+    if not family(model_family).reasoning_suffix(task.reasoning):
         return task.prompt
     return f"{task.prompt}\n\n{reasoning_suffix(task.reasoning_format)}"
 
@@ -197,7 +202,7 @@ def build_request(
     """The chat request of one task; `media_uuids`: one per media item (see media_part), or none;
     `frame_times_s`: the media are a clip's frames as images, these their times from its start [s]."""
     content = media_content(task, media, media_uuids, frame_times_s)
-    content.append({"type": "text", "text": user_text(task)})
+    content.append({"type": "text", "text": user_text(task, settings.model_family)})
     messages: list[dict[str, Any]] = []
     if settings.system_prompt:
         messages.append({"role": "system", "content": settings.system_prompt})
@@ -216,6 +221,11 @@ def build_request(
         extra_body.update(video_kwargs(settings, clip_fps(media)))
     schema = task.json_schema if settings.structured_output else None
     extra_body.update(request_fields(schema, task.reasoning))
+    switch = family(settings.model_family).thinking_switch(task.reasoning)
+    if switch is None:
+        extra_body.pop("chat_template_kwargs", None)
+    else:
+        extra_body["chat_template_kwargs"] = switch
     params: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
