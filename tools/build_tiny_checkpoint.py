@@ -1,6 +1,6 @@
 """Build a tiny, randomly initialised Qwen3-VL checkpoint for the real-vLLM test tier and the demo.
 
-usage: python tools/build_tiny_checkpoint.py OUT_DIR [--layout qwen3vl|cosmos3]
+usage: python tools/build_tiny_checkpoint.py OUT_DIR [--layout qwen3vl|cosmos3|cosmos3_edge]
 (runs with the vllm environment's python: it needs torch, transformers, tokenizers and safetensors)
 
 - qwen3vl: config + model.safetensors + a byte-level BPE tokenizer trained on the spot with Qwen's special
@@ -9,6 +9,10 @@ usage: python tools/build_tiny_checkpoint.py OUT_DIR [--layout qwen3vl|cosmos3]
 - cosmos3: the same weights laid out as a native Cosmos 3 (Diffusers-style) checkpoint, which vLLM serves as
   Cosmos3ForConditionalGeneration: a `cosmos3_omni` config, flat text weights with Diffusers attention names
   in transformer/, vision weights in vision_encoder/, and generation-tower tensors the loader must drop.
+- cosmos3_edge: Cosmos3-Edge's layout (tiny_edge.py), which vLLM serves as
+  Cosmos3EdgeForConditionalGeneration: a `cosmos3_edge` config (Nemotron-H attention + MLP text model, SigLIP2
+  vision tower, projector), the same tokenizer with a chat template that thinks unless `enable_thinking` is
+  false, Cosmos3Edge processor configs.
 Seeded, so the same script gives the same checkpoint; the caller caches it by the script's hash.
 The answers of such a model are random tokens: it exercises the serving path, not the model. It has one
 hand-set habit, though: it ends its turn after some tens of tokens (see `add_end_of_turn_habit`).
@@ -392,6 +396,10 @@ def build(out: Path, layout: str) -> None:
         staging.mkdir()
         if layout == "qwen3vl":
             build_qwen3vl(staging)
+        elif layout == "cosmos3_edge":
+            from tiny_edge import build_edge  # beside this script
+
+            build_edge(staging, train_tokenizer(random.Random(SEED)), SPECIAL + NONSPECIAL)
         else:
             source = Path(tmp) / "qwen3vl"
             source.mkdir()
@@ -405,7 +413,7 @@ def build(out: Path, layout: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--layout", choices=("qwen3vl", "cosmos3"), default="qwen3vl")
+    parser.add_argument("--layout", choices=("qwen3vl", "cosmos3", "cosmos3_edge"), default="qwen3vl")
     args = parser.parse_args(argv)
     build(args.out_dir.resolve(), args.layout)
     print(f"built {args.layout} checkpoint in {args.out_dir}", file=sys.stderr)

@@ -31,9 +31,10 @@ from support.paths import CACHE, ROOT, TOOLS
 from support.processes import LONG_LIVED_VAR, free_port
 
 BUILD_SCRIPT = TOOLS / "build_tiny_checkpoint.py"
+EDGE_SCRIPT = TOOLS / "tiny_edge.py"  # the Edge layout's part of the builder
 SETUP_SCRIPT = TOOLS / "setup_vllm_env.py"
 SERVED_NAME = "tiny"
-LAYOUT_MODES = {"qwen3vl": "qwen3vl", "cosmos3": "native"}
+LAYOUT_MODES = {"qwen3vl": "qwen3vl", "cosmos3": "native", "cosmos3_edge": "edge"}
 # A request that stays in flight for seconds whatever the model does: structured output forces LONG_ITEMS
 # digits (about two tokens each; ~240 tokens/s here), so no end-of-turn token can end it early.
 LONG_ITEMS = 1000
@@ -113,11 +114,12 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 def checkpoint_key() -> str:
-    return hashlib.sha256(BUILD_SCRIPT.read_bytes()).hexdigest()[:12]
+    return hashlib.sha256(BUILD_SCRIPT.read_bytes() + EDGE_SCRIPT.read_bytes()).hexdigest()[:12]
 
 
 def tiny_checkpoint(layout: str = "qwen3vl") -> Path:
-    """The tiny checkpoint in `layout` (qwen3vl | cosmos3), built once and cached by the builder's hash."""
+    """The tiny checkpoint in `layout` (qwen3vl | cosmos3 | cosmos3_edge), built once and cached by the
+    builder's hash."""
     if layout not in LAYOUT_MODES:
         raise ValueError(f"layout: one of {', '.join(LAYOUT_MODES)}, got {layout!r}")
     out = CACHE / "tiny-checkpoints" / f"{layout}-{checkpoint_key()}"
