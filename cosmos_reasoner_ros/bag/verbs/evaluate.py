@@ -83,7 +83,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = epilog(
         "Trigger times (--at, --period) are seconds from the recording's start: its first message on any "
         "topic (`check` shows it), up to the last message replayed; each trigger is asked when the playback "
-        "clock reaches it, inside a gap of the recording too."
+        "clock reaches it, inside a gap of the recording too. Before any node starts, the server is asked "
+        "whether it is ready (/health, else /v1/models) for up to wait_for_server_s (10 s; -p "
+        "wait_for_server_s:=S): not ready is exit 2."
     )
 
 

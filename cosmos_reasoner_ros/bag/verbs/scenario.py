@@ -41,7 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scoring_arguments(p, labels=False)  # a scenario names its own labels
     p.epilog = epilog(
         "A scenario's goal times (at, every) are seconds from the recording's start: its first message on "
-        "any topic. The paths a scenario names lie inside its folder (config/scenario_example.yaml)."
+        "any topic (start and until bound the replay, as evaluate's --start and --until). The paths a "
+        "scenario names lie inside its folder (config/scenario_example.yaml). Before the first run, each "
+        "variant's server is asked whether it is ready (/health, else /v1/models) for up to "
+        "wait_for_server_s (10 s): not ready is exit 2."
     )
 
 
