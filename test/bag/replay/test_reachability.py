@@ -48,7 +48,7 @@ BEHAVIOURS = {
     "health_503": None,
     "no_health_route_models_loading": None,  # /v1/models 503
     "down": None,  # nothing listens
-    "slow_up": 0.4,  # /health 503, then 200 after 0.4 s
+    "slow_up": 3.0,  # /health 503, then 200 after 3 s (after the verb's own checks, even on a loaded machine)
 }
 
 
@@ -78,7 +78,7 @@ def behaving(kind: str, route_status: int) -> Iterator[str]:
 def _ready_within(kind: str, wait_s: float) -> bool:
     """The oracle: the server answers as ready within the wait (with a margin for a loaded machine)."""
     ready_after = BEHAVIOURS[kind]
-    return ready_after is not None and (ready_after == 0.0 or ready_after + 1.0 <= wait_s)
+    return ready_after is not None and (ready_after == 0.0 or ready_after + 2.0 <= wait_s)
 
 
 def _error_case(junit: Path) -> str:
@@ -98,13 +98,13 @@ def _suite(root: Path, server_url: str, wait_s: float) -> Path:
     return path
 
 
-@settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     kind=st.sampled_from(sorted(BEHAVIOURS)),
     route_status=st.sampled_from([404, 405, 501]),
-    wait_s=st.sampled_from([0.0, 2.0]),
+    wait_s=st.sampled_from([0.0, 6.0]),
 )
-@example(kind="slow_up", route_status=404, wait_s=2.0)  # comes up within the wait: passes
+@example(kind="slow_up", route_status=404, wait_s=6.0)  # comes up within the wait: passes
 @example(kind="slow_up", route_status=404, wait_s=0.0)  # asked once, not yet ready: exit 2
 @example(kind="no_health_route_models_ready", route_status=404, wait_s=0.0)
 @example(kind="health_500", route_status=404, wait_s=0.0)
