@@ -83,10 +83,10 @@ def _main(args: argparse.Namespace) -> int:
         for variant in scenario.variants():
             options = scenario.options(variant, base)
             check_tasks(options, f"{printable(str(scenario.path))}: {variant.name or 'goals'}: ")
+            _check_folder(args.output, scenario.name, variant.name)
             targets.append(server_target(options))
-    check_servers(
-        targets
-    )  # each server a variant calls, once, before the first run (a sweep may name several)
+    # Each server a variant calls (a sweep may name several), once, before the first run.
+    check_servers(targets)
     runs: list[SuiteRun] = []
     try:
         for scenario in scenarios:
@@ -97,3 +97,14 @@ def _main(args: argparse.Namespace) -> int:
         finish(runs, args.junit, exc)
         raise
     return finish(runs, args.junit)
+
+
+def _check_folder(output: Path, scenario: str, variant: str) -> None:
+    """A run's folder (OUT/<scenario>[/<variant>], as run_scenario names it) is no file: else the run would
+    stop at its start, after the runs before it."""
+    from cosmos_reasoner_ros.bag.safe_paths import child
+
+    folder = child(output, scenario)
+    for path in (folder, child(folder, variant) if variant else folder):
+        if path.exists() and not path.is_dir():
+            raise BagError(f"{printable(str(path))} is a file where the run writes its folder")

@@ -102,3 +102,20 @@ def test_bad_bounds_are_exit_2_with_a_junit_error(
     assert cli.main(["scenario", str(path), "-o", str(tmp_path / "out"), "--junit", str(junit)]) == 2
     errors = list(ET.parse(junit).getroot().iter("error"))
     assert len(errors) == 1 and cause in errors[0].get("message", "")
+
+
+def test_a_file_where_a_run_writes_its_folder_is_exit_2_before_any_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def replay(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("replayed")
+
+    monkeypatch.setattr(suite, "run_scenario", replay)
+    sweep = "sweep: {parameter: sample_fps, values: [2.0]}\n"
+    path = _suite(tmp_path, "goals: [{task: next_action, at: 1}]\n" + sweep)
+    (tmp_path / "out" / "s").mkdir(parents=True)
+    (tmp_path / "out" / "s" / "sample_fps=2.0").write_text("not a folder")
+    junit = tmp_path / "junit.xml"
+    assert cli.main(["scenario", str(path), "-o", str(tmp_path / "out"), "--junit", str(junit)]) == 2
+    errors = list(ET.parse(junit).getroot().iter("error"))
+    assert len(errors) == 1 and "is a file where the run writes its folder" in errors[0].get("message", "")
