@@ -341,9 +341,45 @@ def test_tiny_checkpoint_is_cached_and_deterministic(tmp_path: Path) -> None:
     assert not (native / "model.safetensors").exists()
 
 
+# One server for two tests, one start saved (about 40 s on 2 cores): the plain reasoning parser's, watched as
+# the frozen-vLLM test needs (a short health grace), which then freezes it and SIGKILLs its supervisor.
+PLAIN_PARSER_WATCHED = {
+    "reasoning_parser": "qwen3",
+    "health_grace_s": 10.0,
+    "health_period_s": 1.0,
+    "stop_grace_s": 5.0,
+}
+
+
+@pytest.fixture(scope="module")
+def _plain_parser_servers(_stop_shared_servers: None) -> Iterator[list[vllm_tier.SupervisedServer]]:
+    made: list[vllm_tier.SupervisedServer] = []
+    try:
+        yield made
+    finally:
+        for server in made:
+            server.stop()
+
+
+@pytest.fixture
+def plain_parser_server(
+    _plain_parser_servers: list[vllm_tier.SupervisedServer],
+) -> vllm_tier.SupervisedServer:
+    """The module's server of PLAIN_PARSER_WATCHED, started on first use; started afresh where a test
+    stopped it (the frozen-vLLM test SIGKILLs its supervisor: run first, it leaves none for the next)."""
+    if _MISSING:
+        pytest.skip(_MISSING)
+    if not _plain_parser_servers or _plain_parser_servers[-1].supervisor_pid is None:
+        server = vllm_tier.SupervisedServer(overrides=PLAIN_PARSER_WATCHED)
+        _plain_parser_servers.append(server)
+        server.start(timeout_s=600)
+        FIGURES.setdefault("plain_parser_server_start_s", []).append(round(server.start_s, 1))
+    return _plain_parser_servers[-1]
+
+
 @tier
 def test_tasks_that_do_not_reason_are_constrained_behind_a_plain_reasoning_parser(
-    robot_clip: Path, _stop_shared_servers: None
+    plain_parser_server: vllm_tier.SupervisedServer, robot_clip: Path
 ) -> None:
     """The H200's grounding_2d: behind --reasoning-parser qwen3 (no enable_in_reasoning) its grammar waited
     for the end of reasoning and its free text landed in `reasoning`. With the thinking switch off every task
@@ -351,17 +387,55 @@ def test_tasks_that_do_not_reason_are_constrained_behind_a_plain_reasoning_parse
     switch)."""
     catalog = TaskCatalog.load()
     names = [n for n in catalog.names() if not catalog.spec(n).reasoning]
-    with vllm_tier.SupervisedServer(overrides={"reasoning_parser": "qwen3"}) as server:
-        FIGURES.setdefault("plain_parser_server_start_s", []).append(round(server.start_s, 1))
-        for stream in (False, True):
-            rows = _ask_every_task(server, robot_clip, stream, names)
-            _check_structured(rows, json_in_content=set(names))
-            for row in rows:
-                assert row["completion"].text.strip() and not row["completion"].reasoning, row
-        assert (
-            "thinking switch: the chat template turns thinking off for grounding_2d"
-            in server.log_path.read_text()
-        )
+    server = plain_parser_server
+    for stream in (False, True):
+        rows = _ask_every_task(server, robot_clip, stream, names)
+        _check_structured(rows, json_in_content=set(names))
+        for row in rows:
+            assert row["completion"].text.strip() and not row["completion"].reasoning, row
+    switch = "thinking switch: the chat template turns thinking off for grounding_2d"
+    assert switch in server.log_path.read_text()
+
+
+@tier
+def test_a_frozen_vllm_is_restarted_and_a_sigkilled_supervisor_leaves_no_vllm_process(
+    plain_parser_server: vllm_tier.SupervisedServer,
+) -> None:
+    """The real process tree: vLLM's API server and its engine core. Frozen (SIGSTOP) past health_grace_s, it
+    is killed and restarted; then the supervisor itself is SIGKILLed, and the reaper stops the whole group
+    (before: vLLM ran on for over an hour after the demo's killpg, and the next start exited 4)."""
+    # The plain parser's server (PLAIN_PARSER_WATCHED: health_grace_s 10, health_period_s 1, stop_grace_s 5),
+    # not restarted before; its own short work directory (vLLM's IPC socket paths stay under 108 characters).
+    server = plain_parser_server
+    server.ready = server.wait_ready(timeout_s=600)
+    assert server.ready["restarts"] == 0, server.ready
+    try:
+        first = server.ready
+        engine = [pid for pid in group_members(int(first["pid"])) if pid != int(first["pid"])]
+        assert engine, "vLLM started no engine-core process in its group"
+        frozen_at = time.monotonic()
+        os.killpg(int(first["pid"]), signal.SIGSTOP)
+        server.ready = server.wait_ready(timeout_s=600, after_starts=int(first["starts"]))
+        FIGURES.setdefault("frozen_to_healthy_s", []).append(round(time.monotonic() - frozen_at, 1))
+        assert server.ready["restarts"] == 1 and "/health" in server.ready["last_restart_reason"]
+        assert not group_members(int(first["pid"]))  # the frozen group, engine core included, is gone
+        assert "frozen, killed" in server.log_path.read_text()
+
+        second = int(server.ready["pid"])
+        assert len(group_members(second)) >= 2
+        supervisor = server.supervisor_pid
+        assert supervisor is not None
+        killed_at = time.monotonic()
+        os.kill(supervisor, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while group_members(second) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        gone_s = round(time.monotonic() - killed_at, 1)
+        FIGURES.setdefault("supervisor_sigkill_to_no_vllm_s", []).append(gone_s)
+        assert not group_members(second), "vLLM outlived its SIGKILLed supervisor"
+        assert not server.ready_file.exists()  # removed by the reaper before it stopped the group
+    finally:
+        server.stop()
 
 
 # ---- a server with a reasoning parser and priority scheduling ---
@@ -455,45 +529,6 @@ def test_a_refused_command_line_stops_the_supervisor_at_once(tmp_path: Path) -> 
     assert "exited with code 9" in str(err.value)
     log = (tmp_path / "server.log").read_text()
     assert "unrecognized arguments: --no-such-flag" in log and "restart 1/" not in log
-
-
-@tier
-def test_a_frozen_vllm_is_restarted_and_a_sigkilled_supervisor_leaves_no_vllm_process() -> None:
-    """The real process tree: vLLM's API server and its engine core. Frozen (SIGSTOP) past health_grace_s, it
-    is killed and restarted; then the supervisor itself is SIGKILLed, and the reaper stops the whole group
-    (before: vLLM ran on for over an hour after the demo's killpg, and the next start exited 4)."""
-    # Its own short work directory (vLLM's IPC socket paths must stay under 108 characters).
-    server = vllm_tier.SupervisedServer(
-        overrides={"health_grace_s": 10.0, "health_period_s": 1.0, "stop_grace_s": 5.0}
-    )
-    server.start(timeout_s=600)
-    try:
-        first = server.ready
-        engine = [pid for pid in group_members(int(first["pid"])) if pid != int(first["pid"])]
-        assert engine, "vLLM started no engine-core process in its group"
-        frozen_at = time.monotonic()
-        os.killpg(int(first["pid"]), signal.SIGSTOP)
-        server.ready = server.wait_ready(timeout_s=600, after_starts=int(first["starts"]))
-        FIGURES.setdefault("frozen_to_healthy_s", []).append(round(time.monotonic() - frozen_at, 1))
-        assert server.ready["restarts"] == 1 and "/health" in server.ready["last_restart_reason"]
-        assert not group_members(int(first["pid"]))  # the frozen group, engine core included, is gone
-        assert "frozen, killed" in server.log_path.read_text()
-
-        second = int(server.ready["pid"])
-        assert len(group_members(second)) >= 2
-        supervisor = server.supervisor_pid
-        assert supervisor is not None
-        killed_at = time.monotonic()
-        os.kill(supervisor, signal.SIGKILL)
-        deadline = time.monotonic() + 60
-        while group_members(second) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        gone_s = round(time.monotonic() - killed_at, 1)
-        FIGURES.setdefault("supervisor_sigkill_to_no_vllm_s", []).append(gone_s)
-        assert not group_members(second), "vLLM outlived its SIGKILLed supervisor"
-        assert not server.ready_file.exists()  # removed by the reaper before it stopped the group
-    finally:
-        server.stop()
 
 
 # ---- every shipped task behind a reasoning parser ----
