@@ -1350,8 +1350,10 @@ def test_a_busy_server_is_not_taken_for_a_frozen_one(tmp_path: Path, fake_vllm: 
         tmp_path,
         fake_vllm,
         port,
-        health_grace_s=10.0,
-        health_busy_grace_s=40.0,
+        # Short graces, the busy one four times the other: the kill must come after the busy grace, not at
+        # the grace; the fake burns a core until then (10 s and 40 s took this test 44 s on CI's 2 cores).
+        health_grace_s=4.0,
+        health_busy_grace_s=16.0,
         stop_grace_s=1.0,
         max_restarts=3,
     )
@@ -1361,12 +1363,12 @@ def test_a_busy_server_is_not_taken_for_a_frozen_one(tmp_path: Path, fake_vllm: 
         busy = records(tmp_path / "record.jsonl")[0]
         os.kill(busy["pid"], signal.SIGUSR1)  # silent from now on, burning CPU
         line = proc.read_until(f"[cosmos-reasoner-server] the server (pid {busy['pid']})")
-        assert "but is using CPU: busy, not frozen; waiting up to 40 s (health_busy_grace_s)" in line
+        assert "but is using CPU: busy, not frozen; waiting up to 16 s (health_busy_grace_s)" in line
         assert alive(busy["pid"]) and len(records(tmp_path / "record.jsonl")) == 1  # past the grace, alive
         line = proc.read_until("[cosmos-reasoner-server] server did not answer /health")
-        assert "while using CPU (health_busy_grace_s 40): busy too long, killed; restart 1/3" in line
+        assert "while using CPU (health_busy_grace_s 16): busy too long, killed; restart 1/3" in line
         silent = int(line.split("did not answer /health for ")[1].split(" s")[0])
-        assert silent > 40  # not at the grace: after the busy grace
+        assert silent > 16  # not at the grace: after the busy grace
         assert proc.read_until("READY ") == f"READY http://127.0.0.1:{port}"
         proc.proc.send_signal(signal.SIGTERM)
         assert proc.finish() == errors.EXIT_OK
