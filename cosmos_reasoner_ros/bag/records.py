@@ -1,7 +1,23 @@
 """One evaluated request as a typed record, its JSON-lines file (results.jsonl) and its making from a
 ReasonerResult message. Answers are kept as the parser's own values (`parsing.Trajectory`, `Box2D`,
 `Segment`), with the pixel values the node published beside the 0-1000 ones: evaluation compares and draws
-those values and never re-derives them from loose dictionaries."""
+those values and never re-derives them from loose dictionaries.
+
+Provenance per answer (bag/replay/provenance.py): what the recording held in each request's own clip window,
+not the run's. The window is the `clip_seconds` of bag time up to the trigger, [trigger - clip_seconds,
+trigger], frames placed by their log time; `provenance` has one entry per camera of the request with the
+window, the frames recorded in it, `refused_s` (bag times of the frames the node's decoder refuses),
+`out_of_order_s` (frames whose header stamp is not after the previous frame's), `missing` (frames not
+recorded at the camera's rate: a gap) and `stamp_offset_s` (header stamp minus log time, the furthest from 0;
+said in `notes` beyond 1 s). `frames_refused` is the sum of `refused_s` over the request's cameras; the run's
+total in a window sense is the sum over records (a frame in two overlapping windows counts for each answer).
+`bag_frames_refused` is the node's own count for the whole replay of the bag (its diagnostics), the same on
+every record of a bag: the judge's `frames_refused_max` takes it once per bag (files written before
+provenance: their `frames_refused` is read as `bag_frames_refused`). `clip_lag_s` is the trigger minus the
+clip's end (the log time of the frame with the clip's last stamp); `clip_stale` applies the rule `clip_lag`:
+more than one frame period (the camera's median log interval, or 1 / sample_fps if longer) plus 0.25 s.
+A successful answer whose window lost frames or whose clip is stale (`clip_damaged`) is reported as "success
+on a damaged clip", its card saying what was lost."""
 
 from __future__ import annotations
 
@@ -26,6 +42,7 @@ from cosmos_reasoner_ros.reasoner import Segment
 
 __all__ = [
     "CameraBox",
+    "CameraProvenance",
     "CameraTrajectory",
     "GateRecord",
     "HandoffRecord",
@@ -80,6 +97,35 @@ class CameraBox:
             norm_to_pixel(b.x2_norm, self.width),
             norm_to_pixel(b.y2_norm, self.height),
         )
+
+
+@dataclass(frozen=True)
+class CameraProvenance:
+    """What one camera's recording held in a request's own clip window (bag/replay/provenance.py): times
+    are seconds from the recording's start, frames placed by their log time."""
+
+    topic: str
+    window_start_s: float = 0.0  # [s] the trigger minus clip_seconds
+    window_end_s: float = 0.0  # [s] the trigger
+    frames: int = 0  # frames recorded in the window
+    refused_s: tuple[float, ...] = ()  # [s] each frame the node's decoder refuses (undecodable, ...)
+    out_of_order_s: tuple[
+        float, ...
+    ] = ()  # [s] each frame whose header stamp is not after the previous one's
+    missing: int = 0  # frames not recorded in the window at the camera's rate (a gap)
+    stamp_offset_s: float = 0.0  # [s] header stamp minus log time, the furthest from 0 in the window
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.refused_s or self.out_of_order_s or self.missing)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CameraProvenance:
+        names = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in names}
+        for key in ("refused_s", "out_of_order_s"):
+            values[key] = tuple(float(t) for t in values.get(key, ()))
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -188,10 +234,14 @@ class ResultRecord:
     bag_id: str = ""  # fingerprint of the replayed camera topics (counts, span): another recording differs
     # What the request or its bag lost (judged by the tolerances; said in the report, JUnit and verdict):
     frames_expected: int = 0  # frames a node that lost none would have sent in this clip (0: not known)
-    frames_refused: int = 0  # frames of the bag's cameras the replayed node refused over the whole replay
+    frames_refused: int = 0  # frames refused in this request's own clip window, all cameras (provenance)
+    bag_frames_refused: int = 0  # frames of the bag's cameras the replayed node refused over the whole replay
     unverifiable: tuple[str, ...] = ()  # the bag's storage files whose payloads no CRC protects
     notes: tuple[str, ...] = ()  # this request's: frames its clip lacks, a trigger inside a recording's gap
     bag_notes: tuple[str, ...] = ()  # its bag's, in words: frames the node refused, files without CRCs
+    provenance: tuple[CameraProvenance, ...] = ()  # per camera, what its own clip window held
+    clip_lag_s: float = 0.0  # [s] from the clip's end (its frame's log time) to the trigger; 0: no clip
+    clip_stale: bool = False  # the clip ends more than a frame period + tolerance before the trigger
 
     handoff: HandoffRecord | None = None  # the Nav2 handoff's decision (dry in a replay); None: it was off
     # [s] ReasonerResult.stages: each stage reached (msg/Stage.msg), in order, from trigger to publication
@@ -205,6 +255,12 @@ class ResultRecord:
     def frames_missing(self) -> int:
         """Frames the clip lacks against what the recording holds (0 when that is not known)."""
         return max(0, self.frames_expected - self.clip_frames) if self.frames_expected else 0
+
+    @property
+    def clip_damaged(self) -> bool:
+        """Its own clip window lost frames (refused, out of order, not recorded, missing from the clip) or
+        its clip ends well before the trigger (provenance)."""
+        return self.clip_stale or self.frames_missing > 0 or any(p.damaged for p in self.provenance)
 
     @property
     def answered(self) -> bool:
@@ -235,6 +291,7 @@ class ResultRecord:
             {"caption": s.caption, "start_s": s.start_s, "end_s": s.end_s} for s in self.segments
         ]
         data["handoff"] = self.handoff.to_dict() if self.handoff is not None else None
+        data["provenance"] = [dataclasses.asdict(p) for p in self.provenance]
         return data
 
     def to_json(self) -> str:
@@ -266,6 +323,9 @@ class ResultRecord:
             values["handoff"] = HandoffRecord.from_dict(values["handoff"])
         if "stages" in values:
             values["stages"] = {str(k): float(v) for k, v in dict(values["stages"]).items()}
+        values["provenance"] = tuple(CameraProvenance.from_dict(p) for p in values.get("provenance", ()))
+        if "bag_frames_refused" not in values:  # written before provenance: frames_refused was the bag's
+            values["bag_frames_refused"] = int(values.pop("frames_refused", 0))
         return cls(**values)
 
 

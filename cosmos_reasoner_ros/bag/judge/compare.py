@@ -335,13 +335,15 @@ def _task_checks(current: Sequence[ResultRecord], tol: Tolerances) -> list[Check
 
 
 def _damage_checks(current: Sequence[ResultRecord], tol: Tolerances) -> list[Check]:
-    """What the recordings lost, over the run: frames the node refused (each bag's count once), storage files
+    """What the recordings lost, over the run: frames the node refused (each bag's count once: its records
+    carry it as bag_frames_refused; a record's own frames_refused counts its clip window only), storage files
     without CRCs."""
     agg = tol.aggregate
     refused: dict[str, int] = {}
     unverifiable: set[tuple[str, str]] = set()
     for r in current:
-        refused[r.bag] = max(refused.get(r.bag, 0), r.frames_refused)
+        # The bag's count holds at least what any one of its windows held (records built without it).
+        refused[r.bag] = max(refused.get(r.bag, 0), r.bag_frames_refused, r.frames_refused)
         unverifiable |= {(r.bag, f) for f in r.unverifiable}
     checks = _at_most("frames_refused", float(sum(refused.values())), agg.frames_refused_max)
     return checks + _at_most("unverifiable_files", float(len(unverifiable)), agg.unverifiable_files_max)

@@ -46,7 +46,9 @@ class AggregateTolerances:
     completion_tokens_ratio_max: float | None = 1.5
     success_rate_min: float | None = None
     latency_p95_max_s: float | None = None
-    frames_refused_max: int | None = 0  # camera frames the replayed node refused (undecodable, ...), all bags
+    # camera frames the replayed node refused (undecodable, ...), all bags: each bag's bag_frames_refused
+    # once (the node's own count), not the sum of the records' per-window frames_refused
+    frames_refused_max: int | None = 0
     unverifiable_files_max: int | None = None  # storage files without CRCs; null: reported, not judged
 
 

@@ -13,6 +13,7 @@ from cosmos_reasoner_ros.bag.files.integrity import Integrity
 from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.bag.replay.expected_clips import ClipSettings, expected_frames
+from cosmos_reasoner_ros.bag.replay.provenance import answer_provenance
 
 __all__ = ["ReplayFacts", "with_losses"]
 
@@ -37,7 +38,8 @@ class ReplayFacts:
 
 def with_losses(records: Sequence[ResultRecord], facts: ReplayFacts) -> list[ResultRecord]:
     """Each record with what its bag lost (frames the node refused, files without CRCs), what its clip lacks
-    against the recording, and a trigger that fell inside a gap of the recording."""
+    against the recording, a trigger that fell inside a gap of the recording, and its provenance: what its
+    own clip window held per camera (frames refused, out of order, not recorded) and a stale clip."""
     invalid = {t: {k: n for k, n in kinds.items() if k != "dropped"} for t, kinds in facts.refused.items()}
     refused_total = sum(sum(kinds.values()) for kinds in invalid.values())
     bag_notes = [
@@ -57,9 +59,11 @@ def with_losses(records: Sequence[ResultRecord], facts: ReplayFacts) -> list[Res
         bag_notes.append(
             f"unverifiable: {', '.join(unverifiable)} carry no CRC (damage to a payload cannot be detected)"
         )
+    cameras = list(zip(facts.cameras, facts.kinds, facts.node_cameras, strict=True))
+    provenance = answer_provenance(facts.reader, facts.origin_ns, cameras, facts.clip_settings, records)
     out = []
-    for record, expected in zip(records, _expected(records, facts), strict=True):
-        notes = _gaps(record, facts)
+    for record, expected, own in zip(records, _expected(records, facts), provenance, strict=True):
+        notes = _gaps(record, facts) + list(own.notes)
         if expected and record.clip_frames < expected:
             holds = f"{expected} frames the recording holds for its window"
             notes.append(f"the clip has {record.clip_frames} of the {holds}")
@@ -72,7 +76,11 @@ def with_losses(records: Sequence[ResultRecord], facts: ReplayFacts) -> list[Res
             replace(
                 record,
                 frames_expected=expected,
-                frames_refused=refused_total,
+                frames_refused=own.refused,
+                bag_frames_refused=refused_total,
+                provenance=own.cameras,
+                clip_lag_s=own.clip_lag_s,
+                clip_stale=own.clip_stale,
                 unverifiable=tuple(unverifiable),
                 notes=tuple(notes),
                 bag_notes=tuple(bag_notes),

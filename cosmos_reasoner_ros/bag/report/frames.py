@@ -124,7 +124,9 @@ def _caption(record: ResultRecord) -> str:
         for line in record.answer.splitlines()
         if line.strip() and not line.strip().startswith("```")
     ]
-    return lines[0] if lines else ""
+    first = lines[0] if lines else ""
+    # Said on the frame too: an answer on a damaged clip (provenance) is no plain success.
+    return f"[damaged clip] {first}".strip() if record.clip_damaged else first
 
 
 def annotated_frame(record: ResultRecord, frame: np.ndarray) -> np.ndarray:

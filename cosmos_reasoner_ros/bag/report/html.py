@@ -149,17 +149,44 @@ def _handoff(record: ResultRecord) -> str:
     )
 
 
+def provenance_text(r: ResultRecord) -> str:
+    """The card's line on what the request's own clip window held: frames refused, out of order, not
+    recorded or missing from the clip, and a stale clip; empty when none (or not known)."""
+    parts = []
+    for p in r.provenance:
+        lost = [
+            (len(p.refused_s), "refused"),
+            (len(p.out_of_order_s), "out of order"),
+            (p.missing, "not recorded"),
+        ]
+        said = ", ".join(f"{n} frame{'s' if n > 1 else ''} {what}" for n, what in lost if n)
+        if said:
+            window = f"{p.window_start_s:.2f}-{p.window_end_s:.2f} s"
+            parts.append(f"{said} in this clip's window of {p.topic} ({window})")
+    if r.frames_missing:
+        parts.append(f"the clip has {r.clip_frames} of {r.frames_expected} frames expected")
+    if r.clip_stale:
+        parts.append(f"clip ends {r.clip_lag_s:.2f} s before its trigger")
+    return "; ".join(parts)
+
+
+def _provenance(r: ResultRecord) -> str:
+    text = provenance_text(r)
+    return f"<p class='provenance'>{_e(text)}</p>" if text else ""
+
+
 def _card(n: int, r: ResultRecord, extra: str = "") -> str:
     image = (
         f"<a href='{_src(r.image)}'><img src='{_src(r.image)}' alt='request {n}' loading='eager'></a>"
         if r.image
         else "<div class='noimg'>no frame</div>"
     )
-    status = (
-        "<span class='ok'>success</span>"
-        if r.success
-        else f"<span class='err'>{_e(r.outcome)}</span>: {_e(r.error)}"
-    )
+    if r.success and r.clip_damaged:
+        status = "<span class='warn'>success on a damaged clip</span>"
+    elif r.success:
+        status = "<span class='ok'>success</span>"
+    else:
+        status = f"<span class='err'>{_e(r.outcome)}</span>: {_e(r.error)}"
     reasoning = (
         f"<details><summary>reasoning</summary><pre>{_e(r.reasoning)}</pre></details>" if r.reasoning else ""
     )
@@ -171,6 +198,7 @@ def _card(n: int, r: ResultRecord, extra: str = "") -> str:
 <p class='instruction'>{_e(r.instruction)}</p>
 <p>{status} · latency {r.latency_s:.3f} s · TTFT {r.ttft_s:.3f} s · {r.clip_frames} frames ·
 {r.prompt_tokens}+{r.completion_tokens} tokens · {_e(r.finish_reason)} · {_e(r.model)}</p>
+{_provenance(r)}
 <pre class='answer'>{_e(r.answer)}</pre>
 {_items(r)}
 {_handoff(r)}
@@ -183,7 +211,8 @@ def _card(n: int, r: ResultRecord, extra: str = "") -> str:
 STYLE = """body{font-family:sans-serif;margin:1.5em;background:#fafafa}
 .card{display:flex;gap:1em;background:#fff;border:1px solid #ddd;margin:1em 0;padding:.8em}
 .frame img{max-width:480px;height:auto}.text{flex:1;min-width:0}pre{white-space:pre-wrap}
-.ok{color:#2a7a2a;font-weight:bold}.err{color:#b22;font-weight:bold}
+.ok{color:#2a7a2a;font-weight:bold}.err{color:#b22;font-weight:bold}.warn{color:#a60;font-weight:bold}
+.provenance{color:#a60}
 .plots img{height:280px;width:auto;max-width:100%}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;vertical-align:top}
 .pass{background:#e3f4e3}.fail{background:#f8e0e0}.diff img{max-width:640px;height:auto}

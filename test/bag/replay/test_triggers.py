@@ -116,7 +116,9 @@ def test_triggers_inside_a_gap_are_asked_at_their_bag_time(tmp_path: Path) -> No
         assert any("inside a gap of /cam/color/image_raw/compressed" in n for n in gap["notes"]), gap
         assert "2.90-8.00 s from the recording's start" in gap["notes"][0]
         # The undecodable frames: refused by the node, and the clip that needed them short of frames.
-        assert all(r["frames_refused"] == 4 for r in records)
+        assert all(r["bag_frames_refused"] == 4 for r in records)  # the node's count for the bag
+        # Each answer's own window (1 s up to its trigger): only the 2.6 s one holds the broken frames.
+        assert {r["trigger_s"]: r["frames_refused"] for r in records} == {0.5: 0, 2.6: 4, 5.0: 0, 8.9: 0}
         short = by_time[2.6]
         assert any("the clip has" in n and "frames the recording holds" in n for n in short["notes"]), short
         failed = {c["name"] for c in verdict["aggregate"] if not c["passed"]}
