@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -235,6 +235,62 @@ def inside_suite(value: Any, key: str, suite: Path, where: str) -> Path:
     return suite / path
 
 
+# A node parameter's value checked as the node gets it: (name, value, where it was written) -> value.
+_NodeValue = Callable[[str, Any, str], Any]
+
+
+def _params(value: Any, node_value: _NodeValue, where: str) -> tuple[str, ...]:
+    """`params:` as `name:=value` items, each name and value checked."""
+    value = value or {}
+    if not isinstance(value, Mapping):
+        raise BagError(f"{where}: params must be a mapping of node parameter to value")
+    for key in value:
+        if not _PARAMETER.match(str(key)):
+            raise BagError(f"{where}: params: {str(key)[:80]!r} is not a ROS parameter name")
+    params = tuple(_param(str(k), node_value(str(k), v, f"params.{k}")) for k, v in value.items())
+    if problem := server_url_problem(value.get("server_url"), f"{where}: params: server_url"):
+        raise BagError(problem)
+    return params
+
+
+def _sweep(sweep: Any, node_value: _NodeValue, where: str) -> tuple[str, tuple[Any, ...]]:
+    """`sweep:` as (parameter, values); ("", ()) without one. Every value checked as the node gets it."""
+    if sweep is None:
+        return "", ()
+    if not isinstance(sweep, Mapping) or set(sweep) != {"parameter", "values"}:
+        raise BagError(f"{where}: sweep needs exactly `parameter` and `values`")
+    parameter = str(sweep["parameter"])
+    if not _PARAMETER.match(parameter):
+        raise BagError(f"{where}: sweep.parameter {parameter[:80]!r} is not a ROS parameter name")
+    if not isinstance(sweep["values"], list) or not sweep["values"]:
+        raise BagError(f"{where}: sweep.values must be a non-empty list")
+    values = tuple(node_value(parameter, v, f"sweep.values[{i}]") for i, v in enumerate(sweep["values"]))
+    if len({_value_text(v) for v in values}) != len(values):
+        raise BagError(f"{where}: sweep.values must be distinct")
+    if parameter == "server_url":
+        for i, value in enumerate(values):
+            if problem := server_url_problem(value, f"{where}: sweep.values[{i}]"):
+                raise BagError(problem)
+    return parameter, values
+
+
+def _run_settings(data: Mapping[str, Any], where: str) -> tuple[bool, bool, int, float]:
+    """lock_step, depth, in_flight and rate, checked."""
+    lock_step = data.get("lock_step", True)
+    if not isinstance(lock_step, bool):
+        raise BagError(f"{where}: lock_step must be true or false")
+    depth = data.get("depth", True)
+    if not isinstance(depth, bool):
+        raise BagError(f"{where}: depth must be true or false")
+    in_flight = data.get("in_flight", 0)
+    if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 0:
+        raise BagError(f"{where}: in_flight must be an integer >= 0")
+    rate = _number(data.get("rate", 1.0), f"{where}: rate")
+    if rate <= 0:
+        raise BagError(f"{where}: rate must be > 0")
+    return lock_step, depth, in_flight, rate
+
+
 def load_scenario(path: Path) -> Scenario:
     """A scenario file; the paths it names lie inside its folder (the suite's). Raises BagError naming the
     problem, never quoting a file's content."""
@@ -270,48 +326,12 @@ def load_scenario(path: Path) -> Scenario:
     if not isinstance(goals_value, list) or not goals_value:
         raise BagError(f"{where}: goals must list at least one goal")
     goals = tuple(_goal(g, f"{where}: goals[{i}]") for i, g in enumerate(goals_value))
-    params_value = data.get("params") or {}
-    if not isinstance(params_value, Mapping):
-        raise BagError(f"{where}: params must be a mapping of node parameter to value")
-    for key in params_value:
-        if not _PARAMETER.match(str(key)):
-            raise BagError(f"{where}: params: {str(key)[:80]!r} is not a ROS parameter name")
-    params = tuple(_param(str(k), node_value(str(k), v, f"params.{k}")) for k, v in params_value.items())
-    if problem := server_url_problem(params_value.get("server_url"), f"{where}: params: server_url"):
-        raise BagError(problem)
+    params = _params(data.get("params"), node_value, where)
     tolerances = data.get("tolerances") or {}
     if not isinstance(tolerances, Mapping):
         raise BagError(f"{where}: tolerances must be a mapping (the layout of config/tolerances.yaml)")
-    sweep = data.get("sweep")
-    parameter: str = ""
-    values: tuple[Any, ...] = ()
-    if sweep is not None:
-        if not isinstance(sweep, Mapping) or set(sweep) != {"parameter", "values"}:
-            raise BagError(f"{where}: sweep needs exactly `parameter` and `values`")
-        parameter = str(sweep["parameter"])
-        if not _PARAMETER.match(parameter):
-            raise BagError(f"{where}: sweep.parameter {parameter[:80]!r} is not a ROS parameter name")
-        if not isinstance(sweep["values"], list) or not sweep["values"]:
-            raise BagError(f"{where}: sweep.values must be a non-empty list")
-        values = tuple(node_value(parameter, v, f"sweep.values[{i}]") for i, v in enumerate(sweep["values"]))
-        if len({_value_text(v) for v in values}) != len(values):
-            raise BagError(f"{where}: sweep.values must be distinct")
-        if parameter == "server_url":
-            for i, value in enumerate(values):
-                if problem := server_url_problem(value, f"{where}: sweep.values[{i}]"):
-                    raise BagError(problem)
-    lock_step = data.get("lock_step", True)
-    if not isinstance(lock_step, bool):
-        raise BagError(f"{where}: lock_step must be true or false")
-    depth = data.get("depth", True)
-    if not isinstance(depth, bool):
-        raise BagError(f"{where}: depth must be true or false")
-    in_flight = data.get("in_flight", 0)
-    if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 0:
-        raise BagError(f"{where}: in_flight must be an integer >= 0")
-    rate = _number(data.get("rate", 1.0), f"{where}: rate")
-    if rate <= 0:
-        raise BagError(f"{where}: rate must be > 0")
+    parameter, values = _sweep(data.get("sweep"), node_value, where)
+    lock_step, depth, in_flight, rate = _run_settings(data, where)
     name = printable(str(data.get("name") or path.stem))
     if not name.strip():
         raise BagError(f"{where}: name must not be empty")
