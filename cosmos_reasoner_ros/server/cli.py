@@ -16,7 +16,8 @@ from . import container, watchdog
 from .command import build_command
 from .errors import EXIT_OK, ConfigError, SupervisorError
 from .settings import MODES, ServerSettings, load_settings
-from .supervisor import Supervisor, detect
+from .start_checks import detect
+from .supervisor import Supervisor
 
 # Settings with a flag of their own; every other one through --set KEY=VALUE.
 _FLAGS = (

@@ -34,7 +34,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from .http import get_text, post_json
+from .http import api_key, get_text, post_json, served_model
+from .settings import ServerSettings
 from .watchdog import GroupProcess
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "EngineChecks",
     "EngineReport",
     "EngineWatch",
+    "engine_checks",
     "engine_cpu",
     "engine_processes",
     "engine_reports",
@@ -345,3 +347,18 @@ class EngineChecks:
         error = body.get("error")
         message = str(error.get("message", error) if isinstance(error, dict) else error or "")
         self._answers.put((rank, status, message))
+
+
+def engine_checks(s: ServerSettings, now: float, say: Callable[[str], None]) -> EngineChecks:
+    """The watch of this host's engine cores of the server `s` describes, each on its own."""
+    ranks = local_ranks(s.data_parallel_size, s.data_parallel_size_local, s.data_parallel_start_rank)
+    watch = EngineWatch(ranks, s.health_grace_s, now, s.health_busy_grace_s)
+    return EngineChecks(
+        watch,
+        s.url,
+        served_model(s),
+        api_key(s),
+        pinned=s.data_parallel_size > 1,
+        scrape_s=max(s.health_period_s, s.health_grace_s / 6),
+        say=say,
+    )

@@ -19,186 +19,41 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import os
-import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from cosmos_reasoner_ros.structured_output import TaskGrammar
 
-from . import container, engines, watchdog
-from .command import ServerCommand, base_environment, build_command, redacted_argv
-from .detect import DetectedVersion, detect_version, environment_python, resolve_executable
+from . import container, watchdog
+from .announce import Announcer
+from .command import ServerCommand, build_command, redacted_argv
+from .detect import DetectedVersion, environment_python, resolve_executable
 from .errors import (
     EXIT_OK,
     GaveUp,
-    ModelNotFound,
     NotReady,
-    PortInUse,
     ServerStartFailed,
     ServerUsageError,
 )
+from .exits import exit_status, failure_message, failure_signature, signal_name, usage_error
 from .grammar_check import GrammarCheck, structured_tasks
-from .http import api_key, health_ok, health_ok_unless_stopped, served_model
+from .http import health_ok
+from .serving_watch import ServerWatch
 from .settings import ServerSettings
+from .start_checks import detect, port_in_use, prepare
 from .template_check import check_thinking_switch
 from .warmup import Warmup
 
 _TAIL_LINES = 40  # output lines kept per start: the server's message when it fails
 REAPER_CHECK_S = 1.0  # how often the reaper is looked at (started again when found dead)
-_SIGNATURE_LINES = 12  # lines compared between two failed starts
-_LOG_PREFIX = re.compile(
-    r"^(?:\([^)]*\)\s*)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+(?:\[[^\]]*\]\s*)?"
-)
-_ARGPARSE_ERROR = re.compile(r"^\S.*?: error: (?:unrecognized arguments|argument |the following arguments)")
-
-
-def prepare(settings: ServerSettings, say: Callable[[str], None] | None = None) -> None:
-    """Checks before starting (a clear message now, not a failing server minutes later); creates dirs. A
-    ready file or a server left by a supervisor that died is recognised: the file is removed, the server's
-    process group stopped (said through `say`)."""
-    tell = say or (lambda _message: None)
-    if settings.container:
-        container.prepare(settings, tell)  # the runtime, not vLLM, runs here; dead owners' containers go
-    else:
-        resolve_executable(settings.executable[0])
-    model = Path(settings.model).expanduser()
-    if _looks_local(settings.model):
-        if not model.exists():
-            raise ModelNotFound(f"model path {settings.model} does not exist")
-        # A Hugging Face checkpoint has config.json, a Mistral-format one params.json; vLLM refuses a
-        # directory with neither only after a minute of loading, in a message naming a pydantic web page.
-        if model.is_dir() and not any((model / name).exists() for name in ("config.json", "params.json")):
-            raise ModelNotFound(f"model path {settings.model} has no config.json: not a checkpoint directory")
-    if settings.ready_file:
-        ready = Path(settings.ready_file)
-        stale = watchdog.stale_ready_file(ready)
-        if stale:
-            ready.unlink(missing_ok=True)
-            tell(f"removed the stale ready file {ready}: {stale}")
-    if not settings.headless and port_in_use(settings.host, settings.port):
-        _reclaim_port(settings, tell)
-    if settings.media_dir:
-        media = Path(settings.media_dir).expanduser()
-        if not media.exists():
-            # Only the node and the server need to read it: private to this user.
-            media.mkdir(parents=True, mode=0o700)
-    if settings.cache_dir:
-        root = Path(settings.cache_dir).expanduser()
-        for sub in ("tmp", "vllm", "inductor"):
-            (root / sub).mkdir(parents=True, exist_ok=True)
-
-
-def _reclaim_port(settings: ServerSettings, tell: Callable[[str], None]) -> None:
-    """The port is taken. A server left by a dead supervisor is stopped (nobody watches it, it only holds the
-    port and memory); anything else is named in the error."""
-    holder = watchdog.port_holder(settings.port)
-    message = f"port {settings.port} on {settings.host} is already in use"
-    refusal = holder.group_refusal(os.getpgid(0)) if holder is not None and holder.stale else ""
-    if holder is not None and holder.stale and not refusal:
-        tell(f"{message} by a server nobody supervises: {holder.describe()}; stopping its process group")
-        watchdog.stop_group(holder.pgid, settings.stop_grace_s)
-        if watchdog.wait_port_free(lambda: port_in_use(settings.host, settings.port), 10.0):
-            return
-        message += " (still, after stopping the stale server)"
-    held = f" by {holder.describe()}" if holder is not None else ""
-    if refusal:
-        held += f"; its process group was left alone: {refusal}"
-    raise PortInUse(
-        f"{message}{held} (another server? choose another port or use mode external with its URL)"
-    )
-
-
-def detect(settings: ServerSettings) -> DetectedVersion:
-    """The vLLM version of the configured executable, asked in the environment the server will get."""
-    added, unset = base_environment(settings)
-    env = {k: v for k, v in os.environ.items() if k not in unset}
-    env.update(added)
-    return detect_version(settings.executable, settings.vllm_version, env)
-
-
-def _looks_local(model: str) -> bool:
-    # "org/name" is a hub id; a path starts with /, . or ~ (a relative local org/name is written ./org/name).
-    return model.startswith(("/", ".", "~"))
-
-
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-def exit_status(proc: subprocess.Popen[bytes]) -> int | None:
-    """The server leader's exit code (negative: the signal), None while it runs. A process that exited is not
-    reaped here: until the supervisor reaps it (_reap), its zombie keeps its pid, and so its process group's
-    id, from being given to another process, and the group can be signalled safely."""
-    if proc.returncode is not None:
-        return proc.returncode
-    try:
-        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:  # reaped elsewhere
-        return proc.poll()
-    if info is None:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return f"killed by {signal.Signals(-code).name}"
-    except ValueError:
-        return f"killed by signal {-code}"
-
-
-def usage_error(code: int | None, lines: list[str]) -> str | None:
-    """The server's message when it exited because it refused its command line, else None."""
-    message = next((line for line in reversed(lines) if _ARGPARSE_ERROR.match(line.strip())), "")
-    if code == 2 or message:
-        return message.strip() or f"exit code {code} (argparse's usage error)"
-    return None
-
-
-def failure_signature(code: int | None, lines: list[str]) -> str:
-    """The last lines of a failed start with what changes between runs (log times, pids, addresses,
-    numbers) taken out: two starts that failed alike have the same signature."""
-    kept = [line for line in lines if line.strip()][-_SIGNATURE_LINES:]
-    normal = [re.sub(r"0x[0-9a-fA-F]+|\d+", "#", _LOG_PREFIX.sub("", line.strip())) for line in kept]
-    return f"exit {code}\n" + "\n".join(normal)
-
-
-def failure_message(lines: list[str]) -> str:
-    """The line that says most about a failed start: the last error line, else the last line. pydantic's
-    pointer to its web page ("For further information visit https://errors.pydantic.dev/...") is not it: the
-    validation error above it is (an empty model directory: "... ensure the presence of a config.json")."""
-    kept = [_LOG_PREFIX.sub("", line.strip()) for line in lines if line.strip()]
-    kept = [line for line in kept if not line.startswith("For further information visit")]
-    errors = [line for line in kept if re.search(r"error|exception|failed", line, re.I)]
-    return (errors or kept or ["(no output)"])[-1]
-
-
-@dataclass
-class _Watch:
-    """What the watch of one ready server remembers between checks."""
-
-    health: watchdog.HealthWatch
-    stopped: watchdog.StoppedMembers
-    engines: engines.EngineChecks | None
-    busy_said: bool = False
-    engines_said: set[int] = field(default_factory=set)
 
 
 class Supervisor:
@@ -214,14 +69,13 @@ class Supervisor:
         self.settings = settings
         self.version = version
         self.command: ServerCommand | None = None
-        self._out = out or sys.stdout
+        self._announce = Announcer(out or sys.stdout, settings.log_prefix, settings.ready_file)
         self._on_ready = on_ready
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
-        self._out_lock = threading.Lock()
         self.starts = 0
         self.restarts = 0
         self.last_restart_reason = ""
@@ -234,9 +88,7 @@ class Supervisor:
         self._container = container.Runtime(settings) if settings.container else None
 
     def say(self, message: str) -> None:
-        with self._out_lock:
-            self._out.write(f"[cosmos-reasoner-server] {message}\n")
-            self._out.flush()
+        self._announce.say(message)
 
     def stop(self, reason: str = "") -> None:
         """Ask run() to stop the server and return. Never from a signal handler: setting the Event takes a
@@ -254,17 +106,7 @@ class Supervisor:
         s = self.settings
         if s.mode == "external":
             return self._wait_external()
-        prepare(s, self.say)
-        self.version = self.version or detect(s)
-        if self._container is not None:
-            self.command = container.server_command(s, self.version, container.owner_value(self._owner))
-        else:
-            self.command = build_command(s, self.version)
-        self.say(self.version.describe())
-        for note in self.command.notes:
-            self.say(f"note: {note}")
-        program = resolve_executable(self.command.argv[0], self.command.environment().get("PATH"))
-        self._structured = structured_tasks(s)
+        command, program, version = self._plan()
         # Before the first server: from its start on, guarding it is only a write to the reaper's pipe. A
         # supervisor SIGKILLed between a server's start and that write leaves a server the reaper still finds,
         # by the mark in its environment.
@@ -285,12 +127,12 @@ class Supervisor:
                 s,
                 self._structured,
                 None if self._container else environment_python(program),  # vLLM's Python is in the image
-                self.version.version,
-                self.command.environment(),
+                version,
+                command.environment(),
             ).start()
             while not self._stop.is_set():
                 started = time.monotonic()
-                proc = self._start(self.command)
+                proc = self._start(command)
                 ready = self._wait_ready(proc)
                 frozen = self._headless_frozen
                 if ready:
@@ -315,30 +157,8 @@ class Supervisor:
                 if time.monotonic() - started >= s.restart_reset_s:
                     failures = 0
                 failures += 1
-                killed = f" ({_signal_name(code)})" if code is not None and code < 0 else ""
-                reason = frozen or f"exit code {code}{killed}"
-                if ready and not frozen and code is not None and code > 0:
-                    # Why a server that served ended (vLLM: "Engine core process EngineCore_DP1 died
-                    # unexpectedly", its launcher ending every process when one engine dies).
-                    reason += f" ({failure_message(lines)})"
-                if failures > s.max_restarts:
-                    raise GaveUp(
-                        f"the server ended {failures} times in a row, the last time: it {frozen}: giving up"
-                        if frozen
-                        else f"the server exited with code {code}{killed} {failures} times in a row: "
-                        f"giving up (last: {failure_message(lines)})"
-                    )
-                self.restarts += 1
-                self.last_restart_reason = reason
-                delay = min(s.restart_backoff_s * 2 ** min(failures - 1, 60), s.restart_backoff_max_s)
-                self.say(f"server {reason}; restart {failures}/{s.max_restarts} after {delay:.1f} s")
-                if self._stop.wait(delay):
+                if self._restart_after(failures, code, ready, frozen, lines):
                     break
-                if not s.headless and port_in_use(s.host, s.port):
-                    self.say(f"port {s.port} is still taken after the server exited; waiting for it")
-                    watchdog.wait_port_free(
-                        lambda: not self._stop.is_set() and port_in_use(s.host, s.port), s.stop_grace_s
-                    )
         finally:
             if self._stop.is_set():
                 self.say(f"stopping{' on ' + self._stop_reason if self._stop_reason else ''}")
@@ -352,6 +172,56 @@ class Supervisor:
             self._reaper.clear()
             self._reaper.close()
         return EXIT_OK
+
+    def _plan(self) -> tuple[ServerCommand, Path, str]:
+        """The checks before a start, the vLLM version and the command; with the program that runs it and
+        the version."""
+        s = self.settings
+        prepare(s, self.say)
+        self.version = version = self.version or detect(s)
+        if self._container is not None:
+            command = container.server_command(s, version, container.owner_value(self._owner))
+        else:
+            command = build_command(s, version)
+        self.command = command
+        self.say(version.describe())
+        for note in command.notes:
+            self.say(f"note: {note}")
+        self._structured = structured_tasks(s)
+        program = resolve_executable(command.argv[0], command.environment().get("PATH"))
+        return command, program, version.version
+
+    def _restart_after(
+        self, failures: int, code: int | None, ready: bool, frozen: str, lines: list[str]
+    ) -> bool:
+        """The server ended: GaveUp after max_restarts in a row, else the back-off before the next start (and
+        the port freed). True when a stop came meanwhile."""
+        s = self.settings
+        killed = f" ({signal_name(code)})" if code is not None and code < 0 else ""
+        reason = frozen or f"exit code {code}{killed}"
+        if ready and not frozen and code is not None and code > 0:
+            # Why a server that served ended (vLLM: "Engine core process EngineCore_DP1 died
+            # unexpectedly", its launcher ending every process when one engine dies).
+            reason += f" ({failure_message(lines)})"
+        if failures > s.max_restarts:
+            raise GaveUp(
+                f"the server ended {failures} times in a row, the last time: it {frozen}: giving up"
+                if frozen
+                else f"the server exited with code {code}{killed} {failures} times in a row: "
+                f"giving up (last: {failure_message(lines)})"
+            )
+        self.restarts += 1
+        self.last_restart_reason = reason
+        delay = min(s.restart_backoff_s * 2 ** min(failures - 1, 60), s.restart_backoff_max_s)
+        self.say(f"server {reason}; restart {failures}/{s.max_restarts} after {delay:.1f} s")
+        if self._stop.wait(delay):
+            return True
+        if not s.headless and port_in_use(s.host, s.port):
+            self.say(f"port {s.port} is still taken after the server exited; waiting for it")
+            watchdog.wait_port_free(
+                lambda: not self._stop.is_set() and port_in_use(s.host, s.port), s.stop_grace_s
+            )
+        return False
 
     def _keep_reaper(self, done: threading.Event) -> None:
         while not done.wait(REAPER_CHECK_S):
@@ -401,9 +271,7 @@ class Supervisor:
         for raw in iter(proc.stdout.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
             self._tail.append(line)
-            with self._out_lock:
-                self._out.write(f"{self.settings.log_prefix}{line}\n")
-                self._out.flush()
+            self._announce.forward(line)
         proc.stdout.close()
 
     def _output_of(self, proc: subprocess.Popen[bytes]) -> list[str]:
@@ -489,16 +357,11 @@ class Supervisor:
         silent on /health for longer than that and making no progress; an engine core that makes no progress
         while it has work (engines.py); or busy (using CPU) that way for longer than health_busy_grace_s."""
         s = self.settings
-        now = time.monotonic()
-        watch = _Watch(
-            watchdog.HealthWatch(s.health_grace_s, now, s.health_busy_grace_s),
-            watchdog.StoppedMembers(s.health_grace_s),
-            None if s.health_grace_s == 0 else self._engine_checks(now),
-        )
+        watch = ServerWatch(s, proc.pid, self.say, self._stop)
         while not self._stop.wait(s.health_period_s) and exit_status(proc) is None:
             if s.health_grace_s == 0:
                 continue
-            why = self._frozen(proc, watch)
+            why = watch.check()
             if why is None:
                 break
             if why and exit_status(proc) is None and not self._stop.is_set():
@@ -513,93 +376,27 @@ class Supervisor:
         self._terminate(proc)
         return reason
 
-    def _frozen(self, proc: subprocess.Popen[bytes], watch: _Watch) -> str | None:
-        """One check of a ready server: why it is frozen, '' while it is not, None on stop()."""
-        s = self.settings
-        processes = watchdog.group_processes(proc.pid)
-        activity = watchdog.activity_of(processes)
-        watch.stopped.observe(time.monotonic(), activity)
-        why = watch.stopped.frozen(time.monotonic())
-        if why:
-            return why
-        # A frozen server accepts the connection and never answers: a check must not outlast the grace, nor
-        # hold up a stop (the stop's budget is stop_grace_s for vLLM itself).
-        ok = health_ok_unless_stopped(s.url, min(5.0, s.health_grace_s), self._stop)
-        if ok is None:
-            return None
-        now = time.monotonic()
-        watch.health.observe(ok, now, activity)
-        if ok:
-            watch.busy_said = False
-        elif watch.health.busy(now) and not watch.busy_said:
-            watch.busy_said = True
-            silent = watch.health.silent_for(now)
-            self.say(f"the server (pid {proc.pid}) did not answer /health for {silent:.0f} s{self._busy()}")
-        why = watch.health.frozen(now)
-        if why or not ok or watch.engines is None:
-            return why
-        watch.engines.check(now, processes if activity is not None else None)
-        busy = set(watch.engines.watch.busy(now))
-        for rank in sorted(busy - watch.engines_said):
-            quiet = watch.engines.watch.quiet_for(rank, now)
-            said = f"engine {rank} of the server (pid {proc.pid}) made no progress for {quiet:.0f} s"
-            self.say(said + self._busy())
-        watch.engines_said = busy
-        return watch.engines.watch.frozen(now)
-
-    def _busy(self) -> str:
-        busy_grace = self.settings.health_busy_grace_s
-        until = f"{busy_grace:g} s" if busy_grace else "it answers again"
-        return f" but is using CPU: busy, not frozen; waiting up to {until} (health_busy_grace_s)"
-
-    def _engine_checks(self, now: float) -> engines.EngineChecks:
-        """The watch of this host's engine cores, each on its own (engines.py)."""
-        s = self.settings
-        ranks = engines.local_ranks(
-            s.data_parallel_size, s.data_parallel_size_local, s.data_parallel_start_rank
-        )
-        watch = engines.EngineWatch(ranks, s.health_grace_s, now, s.health_busy_grace_s)
-        return engines.EngineChecks(
-            watch,
-            s.url,
-            served_model(s),
-            api_key(s),
-            pinned=s.data_parallel_size > 1,
-            scrape_s=max(s.health_period_s, s.health_grace_s / 6),
-            say=self.say,
-        )
-
     def _ready(self, pid: int, elapsed_s: float) -> None:
         url = self.settings.url
         self.say(f"healthy after {elapsed_s:.1f} s (pid {pid})")
-        if self.settings.ready_file:
-            path = Path(self.settings.ready_file)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            record = {
-                "url": url,
-                "base_url": url + "/v1",
-                "pid": pid,
-                "starts": self.starts,
-                "start_s": round(elapsed_s, 2),
-                "supervisor_pid": os.getpid(),
-                "supervisor": self._owner,  # pid and start time: a stale file is told from a live one
-                "restarts": self.restarts,
-                "last_restart_reason": self.last_restart_reason,
-                "vllm_version": self.version.version if self.version else None,
-            }
-            tmp.write_text(json.dumps(record) + "\n")
-            tmp.replace(path)  # atomic: a reader never sees half a file
-        with self._out_lock:
-            # Machine-readable: the demo and the tests wait for this line (printed after the ready file).
-            self._out.write(f"READY {url}\n")
-            self._out.flush()
+        record = {
+            "url": url,
+            "base_url": url + "/v1",
+            "pid": pid,
+            "starts": self.starts,
+            "start_s": round(elapsed_s, 2),
+            "supervisor_pid": os.getpid(),
+            "supervisor": self._owner,  # pid and start time: a stale file is told from a live one
+            "restarts": self.restarts,
+            "last_restart_reason": self.last_restart_reason,
+            "vllm_version": self.version.version if self.version else None,
+        }
+        self._announce.ready(url, record)
         if self._on_ready is not None:
             self._on_ready(url, pid)
 
     def _clear_ready(self) -> None:
-        if self.settings.ready_file:
-            Path(self.settings.ready_file).unlink(missing_ok=True)
+        self._announce.not_ready()
 
     def _end_group(self, proc: subprocess.Popen[bytes]) -> None:
         """The leader exited by itself; its workers (the engine core) may live on, holding the port and
