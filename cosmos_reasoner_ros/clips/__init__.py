@@ -10,7 +10,6 @@ from cosmos_reasoner_ros.clips.clip_buffer import BufferStats, Clip, ClipBuffer,
 from cosmos_reasoner_ros.clips.clip_writer import (
     CODECS,
     ClipWriter,
-    PreEncoder,
     clip_frame_rate,
     encoder_available,
     h264_available,
@@ -36,6 +35,7 @@ from cosmos_reasoner_ros.clips.media_store import (
 )
 from cosmos_reasoner_ros.clips.model_frames import VisionProfile
 from cosmos_reasoner_ros.clips.multi_camera import DEFAULT_STALE_AFTER_S, MultiCameraBuffer, Window
+from cosmos_reasoner_ros.clips.pre_encoder import PreEncoder
 
 __all__ = [
     "CODECS",

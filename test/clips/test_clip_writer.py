@@ -28,13 +28,13 @@ from cosmos_reasoner_ros.clips import clip_writer
 from cosmos_reasoner_ros.clips.clip_buffer import Clip, ClipBuffer
 from cosmos_reasoner_ros.clips.clip_writer import (
     ClipWriter,
-    PreEncoder,
     clip_frame_rate,
     h264_available,
     tile_clips,
 )
 from cosmos_reasoner_ros.clips.image_conversion import Frame
 from cosmos_reasoner_ros.clips.media_store import MediaStore, RetentionPolicy
+from cosmos_reasoner_ros.clips.pre_encoder import PreEncoder
 from cosmos_reasoner_ros.errors import ClipError
 
 NS = 1_000_000_000
