@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import statistics
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -126,8 +127,8 @@ def _load(reader: BagReader, topic: str, spans: Sequence[tuple[int, int]]) -> _C
         if inside:  # only frames some answer's window holds are decoded
             try:
                 message_to_array(store.deserialize_cdr(m.data, msgtype), colour_only=True)
-            except (FrameError, ValueError, TypeError, KeyError, IndexError, AssertionError):
-                bad = True
+            except (FrameError, ValueError, TypeError, KeyError, IndexError, AssertionError, struct.error):
+                bad = True  # what the node cannot turn into a frame it refuses
         refused.append(bad)
     steps = [b - a for a, b in itertools.pairwise(log) if b > a]
     period = round(statistics.median(steps)) if steps else 0

@@ -175,6 +175,22 @@ def _provenance(r: ResultRecord) -> str:
     return f"<p class='provenance'>{_e(text)}</p>" if text else ""
 
 
+def _damage_totals(records: Sequence[ResultRecord]) -> str:
+    """The run's totals of the answers' provenance: the sum of the per-answer counts (a frame in two
+    overlapping windows counts for each), beside the node's own count per bag (bag_frames_refused)."""
+    if not any(r.provenance or r.bag_frames_refused for r in records):
+        return ""
+    in_windows = sum(r.frames_refused for r in records)
+    damaged = sum(r.success and r.clip_damaged for r in records)
+    stale = sum(r.clip_stale for r in records)
+    by_node = sum({r.bag: r.bag_frames_refused for r in records}.values())
+    return (
+        f"<p class='provenance'>{in_windows} frames refused in the answers' clip windows (summed over "
+        f"answers) · {by_node} refused by the node over the replays · {damaged} successful answers on a "
+        f"damaged clip · {stale} stale clips</p>"
+    )
+
+
 def _card(n: int, r: ResultRecord, extra: str = "") -> str:
     image = (
         f"<a href='{_src(r.image)}'><img src='{_src(r.image)}' alt='request {n}' loading='eager'></a>"
@@ -272,6 +288,7 @@ def write_html(
 <p>{summary.requests} requests · latency median {summary.latency_median_s:.3f} s, p95
 {summary.latency_p95_s:.3f} s · TTFT median {summary.ttft_median_s:.3f} s</p>
 <table><tr><th>outcome</th><th>requests</th></tr>{outcome_rows}</table>
+{_damage_totals(records)}
 <div class='plots'>{plot_imgs}</div>
 {"".join(sections)}
 {cards}

@@ -168,6 +168,8 @@ def test_each_answer_names_the_damage_of_its_own_window(d: Damage, tmp_path_fact
         if r["clip_end_ns"] and stale is not None and not _jumped_near(d, r["trigger_s"]):
             assert r["clip_stale"] == stale, (d, r)
     assert total == sum(len(oracle(d, t, CLIP_S)["refused_s"]) for t in d.triggers)
+    page = (root / "out" / "index.html").read_text()
+    assert f"{total} frames refused in the answers' clip windows (summed over answers)" in page
     if not d.jump:  # every frame due at 10 fps: the node decoded, and refused, every broken frame sent
         sent = [k for k in d.broken if k * PERIOD_NS / 1e9 <= max(d.triggers)]
         assert all(r["bag_frames_refused"] == len(sent) for r in records), (d, records[0])

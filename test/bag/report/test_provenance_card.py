@@ -64,6 +64,11 @@ def test_the_card_of_a_damaged_clip_says_what_its_window_lost(tmp_path: Path) ->
     assert page.count("<span class='ok'>success</span>") == 1  # the clean one only
     assert "<span class='warn'>success on a damaged clip</span>" in page
     assert "clip ends 1.80 s before its trigger" in page
+    # The run's totals: the sum of the per-answer counts, beside the node's count for the bag.
+    assert "3 frames refused in the answers&#x27; clip windows" not in page  # the text is not escaped twice
+    assert (
+        "3 frames refused in the answers' clip windows (summed over answers) · 29 refused by the node" in page
+    )
 
 
 def test_the_bags_count_is_judged_once_not_the_sum_of_windows() -> None:
