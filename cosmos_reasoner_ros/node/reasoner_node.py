@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +36,9 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from cosmos_reasoner_ros.clips import ClipBuffer
 from cosmos_reasoner_ros.handoff import read_settings as read_handoff_settings
+from cosmos_reasoner_ros.node.configured import Configured
 from cosmos_reasoner_ros.node.core import Core
 from cosmos_reasoner_ros.node.diagnostics import (
     LastRequest,
@@ -62,7 +63,7 @@ from cosmos_reasoner_ros.node.ros_conversion import (
 )
 from cosmos_reasoner_ros.node.service_replies import AnswerCount, always_answer
 from cosmos_reasoner_ros.reasoner import ReasonerClient
-from cosmos_reasoner_ros.requests import Job, Outcome, RequestScheduler
+from cosmos_reasoner_ros.requests import Job, Outcome, Pipeline, RequestScheduler
 from cosmos_reasoner_ros.ros_compat import with_message_info
 
 __all__ = ["ConfigError", "ReasonerNode"]
@@ -91,6 +92,10 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         self._action: ReasonActionServer | None = None
         self._inputs: list[Any] = []  # subscriptions and timers created at activate
         self._config_error: ConfigError | None = None
+        self._configured: Configured | None = None  # what configure built; cleanup releases it
+        # The cameras' ingest of the last configure, kept after cleanup: a goal accepted before it still gets
+        # its result with the camera's frame id and the reason its frames were refused.
+        self._last_ingest: dict[str, CameraIngest] = {}
         self.handoff: HandoffEdge | None = None  # the Nav2 handoff (handoff.mode), built at configure
         self.answered = AnswerCount()  # requests answered by the services and the action (main's last drain)
         try:
@@ -253,15 +258,11 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         """Everything configure built: the core (encoders, client), publishers, and the health monitor that
         used its client."""
         self._stop_health()
-        core: Core | None = self.__dict__.pop("core", None)
-        if core is not None:
-            core.close()
-        outputs: ResultOutputs | None = self.__dict__.pop("outputs", None)
-        if outputs is not None:
-            outputs.destroy()
-        diagnostics_pub = self.__dict__.pop("diagnostics_pub", None)
-        if diagnostics_pub is not None:
-            self.destroy_publisher(diagnostics_pub)
+        configured, self._configured = self._configured, None
+        if configured is not None:
+            configured.close_core()
+            configured.outputs.destroy()
+            self.destroy_publisher(configured.diagnostics_pub)
         handoff, self.handoff = self.handoff, None
         if handoff is not None:
             handoff.destroy()
@@ -270,56 +271,87 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     def _configure(self, cfg: NodeConfig) -> None:
         """Validate everything and build the core; the node's own bookkeeping; the output publishers."""
-        self.core: Core = Core.build(cfg)
-        core = self.core
+        core = Core.build(cfg)
         try:
             HandoffEdge.check(cfg, self.handoff_settings, core.catalog)
         except ConfigError:
-            self.__dict__.pop("core").close()
+            core.close()
             raise
         for note in core.notes:
             self.get_logger().info(note)
-        self.catalog, self.buffers, self.buffer, self.pipeline = (
-            core.catalog,
-            core.buffers,
-            core.buffer,
-            core.pipeline,
-        )
         if cfg.instruction and not core.catalog.spec(cfg.task).placeholders:
             self.get_logger().warning(
                 f"task {cfg.task!r} takes no instruction: the instruction parameter is used only by goals "
                 "naming tasks that take one"
             )
-        self._problems = ProblemLog(self.get_logger().warning)
-        self._lock = threading.Lock()
-        self.intake = RequestIntake(
+        problems = ProblemLog(self.get_logger().warning)
+        intake = RequestIntake(
             cfg,
             core.catalog,
             lambda: self.scheduler,
             lambda: self.get_clock().now().nanoseconds,
             self.get_name(),
         )
-        self.ingest = {
+        ingest = {
             c.name: CameraIngest(
                 c.name,
                 core.buffers[c.name],
-                self._problems,
+                problems,
                 use_receive_time=cfg.use_receive_time,
                 max_stamp_ahead_s=cfg.max_stamp_ahead_s,
                 max_pixels=cfg.max_pixels,
                 frame_id=c.frame_id,
                 pre_encoder=core.pre_encoder,
-                pre_encoding=self.intake.pre_encoding,
+                pre_encoding=intake.pre_encoding,
             )
             for c in cfg.cameras
         }
-        self._last = LastRequest()
-        # (outcome without frames, time.monotonic() when its messages were published): request-path timings
-        # for benchmarks and tests; bounded, and nothing in it pins frames or inline media.
-        self.recent: collections.deque[tuple[Outcome, float]] = collections.deque(maxlen=100)
-        self.outputs = ResultOutputs(self, cfg, self._problems, self._requests_qos)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.handoff = HandoffEdge.create(self, cfg, self.handoff_settings, self._problems)
+        self._configured = Configured(
+            core,
+            problems,
+            intake,
+            ingest,
+            ResultOutputs(self, cfg, problems, self._requests_qos),
+            self.create_publisher(DiagnosticArray, "/diagnostics", 10),
+        )
+        self._last_ingest = ingest
+        self.handoff = HandoffEdge.create(self, cfg, self.handoff_settings, problems)
+
+    # What configure built (AttributeError outside configure .. cleanup, as before for these names).
+
+    @property
+    def state(self) -> Configured:
+        if self._configured is None:
+            raise AttributeError("the node is not configured")
+        return self._configured
+
+    @property
+    def core(self) -> Core:
+        return self.state.core
+
+    @property
+    def buffers(self) -> dict[str, ClipBuffer]:
+        return self.state.core.buffers
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.state.core.pipeline
+
+    @property
+    def intake(self) -> RequestIntake:
+        return self.state.intake
+
+    @property
+    def ingest(self) -> dict[str, CameraIngest]:
+        return self.state.ingest
+
+    @property
+    def outputs(self) -> ResultOutputs:
+        return self.state.outputs
+
+    @property
+    def recent(self) -> collections.deque[tuple[Outcome, float]]:
+        return self.state.recent
 
     def _ensure_scheduler(self) -> None:
         if self._scheduler is None or self._scheduler.closed:
@@ -327,8 +359,9 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     def _new_scheduler(self) -> RequestScheduler:
         cfg = self.config
+        pipeline = self.pipeline
         return RequestScheduler(
-            lambda job, report: self.pipeline.run_clip(
+            lambda job, report: pipeline.run_clip(
                 job.specs, on_progress=job.progress, cancel=job.cancel, on_outcome=report
             ),
             self._deliver,
@@ -351,9 +384,10 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         if self._health is None:
 
             def on_change(healthy: bool, error: str) -> None:
-                core: Core | None = self.__dict__.get("core")
-                if core is None:  # released (cleanup, shutdown) while this monitor was still polling
+                configured = self._configured
+                if configured is None or configured.core_closed:  # released while this monitor polled
                     return
+                core = configured.core
                 if healthy:
                     model = self._health.model if self._health else ""
                     outage = self._health.last_outage_s if self._health and self._health.outages else 0.0
@@ -490,7 +524,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         In every other state (a lifecycle shutdown included) no request exists: no id, no result to wait
         for."""
         state = self._state_machine.current_state[1]
-        if gate_open or (self._gate.stopping and state == "active" and "outputs" in self.__dict__):
+        if gate_open or (self._gate.stopping and state == "active" and self._configured is not None):
             return ""
         return f"the node is not active (lifecycle state {state}): activate it first"
 
@@ -517,7 +551,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
     # ----------------------------------------------------------------------------------------- outputs
 
     def _frame_id(self, outcome: Outcome) -> str:
-        ingest = self.ingest.get(outcome.answer_camera)
+        ingest = self._last_ingest.get(outcome.answer_camera)
         return ingest.frame_id if ingest is not None else ""
 
     def _finalize(self, job: Job, outcome: Outcome) -> Outcome:
@@ -525,15 +559,16 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         geometric checks of its answer (with the 3D paths they are about). A request without frames says
         why the node refused the frames that came (the refusal kinds), not only that none were buffered."""
         if outcome.error_kind == "no_frames":
-            cameras = job.group or tuple(self.ingest)
-            refused = "; ".join(r for c in cameras if c in self.ingest and (r := self.ingest[c].refusals()))
+            ingest = self._last_ingest
+            cameras = job.group or tuple(ingest)
+            refused = "; ".join(r for c in cameras if c in ingest and (r := ingest[c].refusals()))
             if refused:
                 outcome = dataclasses.replace(outcome, error=f"{outcome.error} ({refused})")
         now_ns = self.get_clock().now().nanoseconds
-        outputs: ResultOutputs | None = self.__dict__.get("outputs")
-        if outputs is None:  # after cleanup (deactivate's wait timed out): only the goal's result is left
+        configured = self._configured
+        if configured is None:  # after cleanup (deactivate's wait timed out): only the goal's result is left
             return outcome.published(now_ns)
-        prepared = outputs.prepare(outcome, now_ns)
+        prepared = configured.outputs.prepare(outcome, now_ns)
         handoff = self.handoff  # the Nav2 handoff's first decision about it rides in its result
         return (
             handoff.consider(prepared, now_ns, self._frame_id(prepared)) if handoff is not None else prepared
@@ -541,36 +576,38 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     def _deliver(self, job: Job, outcome: Outcome) -> None:
         """On the delivery thread, once per job: the result, then the extras of a success."""
-        with self._lock:
-            if outcome.success:
-                self._last.latency_s, self._last.ttft_s = outcome.latency_s, outcome.ttft_s
-            else:
-                self._last.error, self._last.error_kind = outcome.error, outcome.error_kind
-            self._last.stale_cameras = outcome.stale_cameras
-        outputs: ResultOutputs | None = self.__dict__.get("outputs")
-        if outputs is None:  # after cleanup: a goal accepted before it still gets its action result
+        configured = self._configured
+        if configured is None:  # after cleanup: a goal accepted before it still gets its action result
             return
-        outputs.publish(outcome, self._frame_id(outcome))
+        with configured.lock:
+            last = configured.last
+            if outcome.success:
+                last.latency_s, last.ttft_s = outcome.latency_s, outcome.ttft_s
+            else:
+                last.error, last.error_kind = outcome.error, outcome.error_kind
+            last.stale_cameras = outcome.stale_cameras
+        configured.outputs.publish(outcome, self._frame_id(outcome))
         if not outcome.success:
-            self._problems.report(
+            configured.problems.report(
                 f"request:{outcome.error_kind}",
                 f"request {outcome.request_id} failed ({outcome.error_kind}): {shorten(outcome.error, 300)}",
             )
         if outcome.stale_cameras:
-            self._problems.report(
+            configured.problems.report(
                 f"stale:{','.join(outcome.stale_cameras)}",
                 f"request {outcome.request_id}: left out stale camera(s) "
                 + "; ".join(
                     f"{c}: {r}" for c, r in zip(outcome.stale_cameras, outcome.stale_reasons, strict=True)
                 ),
             )
-        self.recent.append((outcome.without_frames(), time.monotonic()))
+        configured.recent.append((outcome.without_frames(), time.monotonic()))
 
     # ------------------------------------------------------------------------------------- diagnostics
 
     def status_reports(self) -> list[StatusReport]:
-        with self._lock:
-            last = LastRequest(**vars(self._last))
+        state = self.state
+        with state.lock:
+            last = LastRequest(**vars(state.last))
         reports = node_status(
             self.config,
             self._health_monitor(),
@@ -592,7 +629,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         )
         if namesake is not None:
             reports.append(namesake)
-            self._problems.report("namesake", namesake.message)
+            state.problems.report("namesake", namesake.message)
         return reports
 
     def diagnostics(self) -> DiagnosticArray:
@@ -605,11 +642,12 @@ class ReasonerNode(LifecycleNodeMixin, Node):
     def _publish_diagnostics(self) -> None:
         if self._gate.stopping:
             return
-        self._problems.flush()  # warnings held back: their count, once their period ended
+        state = self.state
+        state.problems.flush()  # warnings held back: their count, once their period ended
         try:
-            self.diagnostics_pub.publish(self.diagnostics())
+            state.diagnostics_pub.publish(self.diagnostics())
         except Exception as exc:
-            self._problems.report(
+            state.problems.report(
                 f"diagnostics:{type(exc).__name__}", f"could not publish diagnostics: {exc!r}"
             )
 
@@ -633,9 +671,8 @@ class ReasonerNode(LifecycleNodeMixin, Node):
         self._stop_health()
         # Encoding threads and the client: no request is left to use them. The publishers stay until the node
         # is destroyed, so that a late trigger still gets its one (cancelled) result.
-        core: Core | None = self.__dict__.pop("core", None)
-        if core is not None:
-            core.close()
+        if self._configured is not None:
+            self._configured.close_core()
 
     @property
     def executor_threads(self) -> int:
