@@ -178,7 +178,7 @@ def _provenance(r: ResultRecord) -> str:
 def _damage_totals(records: Sequence[ResultRecord]) -> str:
     """The run's totals of the answers' provenance: the sum of the per-answer counts (a frame in two
     overlapping windows counts for each), beside the node's own count per bag (bag_frames_refused)."""
-    if not any(r.provenance or r.bag_frames_refused for r in records):
+    if not any(r.provenance for r in records):  # none known: a file written before it, or no clip settings
         return ""
     in_windows = sum(r.frames_refused for r in records)
     damaged = sum(r.success and r.clip_damaged for r in records)
