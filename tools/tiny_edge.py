@@ -106,6 +106,17 @@ def _config(vocab: int, ids: dict[str, int]) -> Any:
     return config
 
 
+def _portable_text_config(path: Path) -> None:
+    """config.json as every vLLM release with Cosmos3-Edge reads it: the text config's block types left to
+    num_hidden_layers (attention + MLP per block). vLLM 0.32's config writes `layers_block_type`; in 0.26's
+    (on the GPU check's machine) it is a read-only property, and loading the file failed: "property
+    'layers_block_type' of 'Cosmos3EdgeTextConfig' object has no setter"."""
+    data = json.loads(path.read_text())
+    for key in ("layers_block_type", "mtp_layers_block_type"):
+        data["text_config"].pop(key, None)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
 def _text_weights(vocab: int, end_id: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     def rand(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=gen) * 0.02
@@ -233,6 +244,7 @@ def build_edge(out: Path, tok: PreTrainedTokenizerBase, tokens: list[str]) -> No
     template = edge_chat_template(str(tok.chat_template))
     tok.chat_template = template
     _config(vocab, ids).save_pretrained(out)
+    _portable_text_config(out / "config.json")
     gen = torch.Generator().manual_seed(SEED + 3)
     _save(
         _text_weights(vocab, ids["<|im_end|>"], gen),
