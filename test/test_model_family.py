@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.task_values import VALUES
 
 from cosmos_reasoner_ros.clips.media_store import MediaRef
 from cosmos_reasoner_ros.errors import TaskError
@@ -30,14 +31,6 @@ from cosmos_reasoner_ros.reasoner.request_builder import (
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 
 CATALOG = TaskCatalog.load()
-VALUES = {
-    "task": "put the charger in the box",
-    "step": "pick up the charger",
-    "object": "the charger",
-    "event": "the arm lifts the charger",
-    "question": "Is the gripper holding anything?",
-    "prompt": "Which objects are on the table?",
-}
 # What each real checkpoint's config.json names (Cosmos3-Nano native / plugin, Edge, Qwen3-VL).
 KNOWN = {
     "nano": [

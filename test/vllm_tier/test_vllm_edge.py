@@ -15,6 +15,7 @@ from typing import Any
 import cv2
 import pytest
 from support import vllm_tier
+from support.task_values import SEMANTIC_REFUSALS, STRUCTURED_TOKENS, TEXT_TOKENS, VALUES
 
 from cosmos_reasoner_ros.clips.media_store import MediaRef
 from cosmos_reasoner_ros.errors import ParseError
@@ -27,17 +28,6 @@ from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 _MISSING = vllm_tier.missing_reason()
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.skipif(bool(_MISSING), reason=str(_MISSING))]
 
-VALUES = {
-    "task": "put the charger in the box",
-    "step": "pick up the charger",
-    "object": "the charger",
-    "event": "the arm lifts the charger",
-    "question": "Is the gripper holding anything?",
-    "prompt": "Which objects are on the table?",
-}
-TEXT_TOKENS, STRUCTURED_TOKENS = 1024, 2048
-# What the parser refuses in a well-formed answer of a random model (its values mean nothing).
-SEMANTIC_REFUSALS = ("before it starts", "has no area")
 SETTINGS = {"structured_output": True, "model_family": "edge"}
 FIGURES = vllm_tier.CACHE / "vllm_edge_figures.json"
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import av
 import pytest
 from support import vllm_tier
+from support.task_values import SEMANTIC_REFUSALS, STRUCTURED_TOKENS, TEXT_TOKENS, VALUES
 
 from cosmos_reasoner_ros.clips import (
     ClipBuffer,
@@ -43,19 +44,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.skipif(bool(_MISSI
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
 LIMITS = {"image": 8, "video": 0}
-VALUES = {
-    "task": "put the charger in the box",
-    "step": "pick up the charger",
-    "object": "the charger",
-    "event": "the arm lifts the charger",
-    "question": "Is the gripper holding anything?",
-    "prompt": "Which objects are on the table?",
-}
-# Cut-offs large enough for the random model's answers (structured ones are bounded by their schemas), within
-# the 4096-token context beside 8 frames of 448x320 (140 tokens each).
-TEXT_TOKENS, STRUCTURED_TOKENS = 1024, 2048
-# What the parser refuses in a well-formed answer of a random model (test_vllm_tier.SEMANTIC_REFUSALS).
-SEMANTIC_REFUSALS = ("before it starts", "has no area")
+# 8 frames of 448x320 (140 tokens each) and the cut-offs fit the 4096-token context.
 # The tiny checkpoint's video processor (cosmos-reasoner-server logs it): the frames at the clip's model size.
 TINY_VISION = VisionProfile(fps=2.0, max_pixels=2_097_152)
 

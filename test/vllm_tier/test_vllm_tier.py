@@ -25,6 +25,7 @@ import cv2
 import openai
 import pytest
 from support import vllm_tier
+from support.task_values import SEMANTIC_REFUSALS, STRUCTURED_TOKENS, TEXT_TOKENS, VALUES
 
 from cosmos_reasoner_ros.clips.media_store import MediaRef
 from cosmos_reasoner_ros.errors import ParseError
@@ -532,21 +533,6 @@ def test_a_refused_command_line_stops_the_supervisor_at_once(tmp_path: Path) -> 
 
 
 # ---- every shipped task behind a reasoning parser ----
-
-# A value for every placeholder of the shipped catalog.
-VALUES = {
-    "task": "put the charger in the box",
-    "step": "pick up the charger",
-    "object": "the charger",
-    "event": "the arm lifts the charger",
-    "question": "Is the gripper holding anything?",
-    "prompt": "Which objects are on the table?",
-}
-# Cut-offs large enough for the random model's answers (structured ones are bounded by their schemas).
-TEXT_TOKENS, STRUCTURED_TOKENS = 1024, 2048
-# What the parser refuses in a well-formed answer of a random model: a segment that ends before it starts, a
-# box without area. The JSON was found and read; its values mean nothing.
-SEMANTIC_REFUSALS = ("before it starts", "has no area")
 
 
 def _video_ref(media_dir: Path, robot_clip: Path) -> MediaRef:

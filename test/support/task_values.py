@@ -1,0 +1,20 @@
+"""What the tests that ask every shipped task of a real (tiny, random) model share: a value for every
+placeholder of the shipped catalog, the answer cut-offs, and what the parser rightly refuses in a random
+model's answers."""
+
+from __future__ import annotations
+
+# A value for every placeholder of the shipped catalog.
+VALUES = {
+    "task": "put the charger in the box",
+    "step": "pick up the charger",
+    "object": "the charger",
+    "event": "the arm lifts the charger",
+    "question": "Is the gripper holding anything?",
+    "prompt": "Which objects are on the table?",
+}
+# Cut-offs large enough for the random model's answers (structured ones are bounded by their schemas).
+TEXT_TOKENS, STRUCTURED_TOKENS = 1024, 2048
+# What the parser refuses in a well-formed answer of a random model: a segment that ends before it starts, a
+# box without area. The JSON was found and read; its values mean nothing.
+SEMANTIC_REFUSALS = ("before it starts", "has no area")
