@@ -26,13 +26,23 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from cosmos_reasoner_ros.errors import BusyError, RequestCancelled, TaskError
-from cosmos_reasoner_ros.geometry import BasePath, Intrinsics, ns_to_seconds, seconds_to_ns
+from cosmos_reasoner_ros.geometry import Intrinsics, ns_to_seconds, seconds_to_ns
 from cosmos_reasoner_ros.handoff import gates
 from cosmos_reasoner_ros.handoff.ground_path import ground_path
 from cosmos_reasoner_ros.handoff.settings import HandoffSettings
+from cosmos_reasoner_ros.handoff.steps import (
+    Answer,
+    CancelGoal,
+    Command,
+    Goal,
+    HandoffStatus,
+    Proposal,
+    SendGoal,
+    Step,
+    ValidatePath,
+)
 from cosmos_reasoner_ros.requests import Check, DecisionKind, HandoffDecision, Outcome
 
 __all__ = ["CancelGoal", "Command", "Handoff", "HandoffStatus", "SendGoal", "Step", "ValidatePath"]
@@ -47,87 +57,6 @@ NOT_ANSWERS = frozenset({BusyError.kind, TaskError.kind, RequestCancelled.kind})
 FEEDBACK_PERIOD_S = 0.5  # [s] a goal's feedback is published as a decision at most this often (2 Hz)
 STOPPED = "stopped"  # the refusals counted without a failed gate: the node stopped before the path was sent
 _WAIT_SEND, _WAIT_VALIDATE = "send", "validate"  # what a path waiting for discovery goes on to
-
-
-@dataclass(frozen=True)
-class ValidatePath:
-    """Ask the planner server's IsPathValid about the path; answer with Handoff.validated."""
-
-    request_id: str
-    path: BasePath
-
-
-@dataclass(frozen=True)
-class SendGoal:
-    """Send the path to Nav2 (it preempts the goal in flight); report with goal_response, goal_result."""
-
-    request_id: str
-    path: BasePath
-
-
-@dataclass(frozen=True)
-class CancelGoal:
-    """Cancel the goal that follows this answer's path."""
-
-    request_id: str
-
-
-Command = ValidatePath | SendGoal | CancelGoal
-
-
-@dataclass(frozen=True)
-class Step:
-    decisions: tuple[HandoffDecision, ...] = ()
-    commands: tuple[Command, ...] = ()
-
-    def __add__(self, other: Step) -> Step:
-        return Step(self.decisions + other.decisions, self.commands + other.commands)
-
-
-@dataclass
-class _Answer:
-    request_id: str
-    clip_id: str
-    task: str
-    observed_ns: int  # the clip's end (the trigger's time for a request that got no clip)
-    gates: list[Check] = field(default_factory=list)
-    path: BasePath | None = None
-
-    @property
-    def passed(self) -> bool:
-        return all(g.passed for g in self.gates)
-
-
-@dataclass
-class _Proposal:
-    answer: _Answer
-    stage: str  # K.VALIDATING, K.AWAITING_CONFIRMATION, or K.WAITING (for discovery: `then` next)
-    since_ns: int
-    then: str = ""
-
-
-@dataclass
-class _Goal:
-    answer: _Answer
-    accepted: bool = False
-    cancel_requested: bool = False
-    distance: float = 0.0
-    speed: float = 0.0
-    feedback_at: float | None = None  # the steady clock's time of the last feedback decision
-
-
-@dataclass(frozen=True)
-class HandoffStatus:
-    """What /diagnostics shows of the handoff."""
-
-    counts: dict[str, int]
-    refused: dict[str, int]  # refusals by the gate that failed (STOPPED: the node stopped first)
-    last: HandoffDecision | None
-    goal: str  # the request id of the goal in flight; "" none
-    goal_state: str  # "sending", "active", "cancelling" or ""
-    distance_to_goal: float
-    speed: float
-    last_result: HandoffDecision | None  # the newest goal event that ended a goal
 
 
 class Handoff:
@@ -158,10 +87,10 @@ class Handoff:
         self._active_since = clock()
         self._stopped = False
         self._lock = threading.RLock()
-        self._groups: collections.OrderedDict[str, list[_Answer]] = collections.OrderedDict()
-        self._proposal: _Proposal | None = None
-        self._goal: _Goal | None = None
-        self._old_goals: collections.OrderedDict[str, _Goal] = collections.OrderedDict()
+        self._groups: collections.OrderedDict[str, list[Answer]] = collections.OrderedDict()
+        self._proposal: Proposal | None = None
+        self._goal: Goal | None = None
+        self._old_goals: collections.OrderedDict[str, Goal] = collections.OrderedDict()
         self._latest_ns = 0  # the clip end of the newest path sent or proposed
         self._counts: collections.Counter[str] = collections.Counter()
         self._refused: collections.Counter[str] = collections.Counter()
@@ -189,7 +118,7 @@ class Handoff:
         if not self.takes(outcome):
             return Step()
         s = self.settings
-        answer = _Answer(
+        answer = Answer(
             outcome.request_id, outcome.clip_id, outcome.task, outcome.clip_end_ns or outcome.trigger_ns
         )
         answer.gates.append(gates.answer_gate(outcome))
@@ -413,7 +342,7 @@ class Handoff:
 
     # -- the steps ---------------------------------------------------------------------------------------
 
-    def _gather(self, answer: _Answer, now_ns: int) -> Step:
+    def _gather(self, answer: Answer, now_ns: int) -> Step:
         """Agreement: the answers about one clip are collected until agreement_answers have come."""
         s = self.settings
         step = Step()
@@ -456,7 +385,7 @@ class Handoff:
         )
         return self._refuse(answer, now_ns)
 
-    def _onward(self, answer: _Answer, now_ns: int) -> Step:
+    def _onward(self, answer: Answer, now_ns: int) -> Step:
         """Past the answer's own gates: age, newer, then IsPathValid, confirmation, or sent."""
         s = self.settings
         answer.gates.append(gates.age_gate(answer.observed_ns, now_ns, s.max_age_s))
@@ -476,11 +405,11 @@ class Handoff:
         if s.validate_path:
             return step + self._validate(answer, now_ns)
         if s.confirm:
-            self._proposal = _Proposal(answer, K.AWAITING_CONFIRMATION, now_ns)
+            self._proposal = Proposal(answer, K.AWAITING_CONFIRMATION, now_ns)
             return step + self._awaiting(answer, now_ns)
         return step + self._send(answer, now_ns)
 
-    def _validate(self, answer: _Answer, now_ns: int) -> Step:
+    def _validate(self, answer: Answer, now_ns: int) -> Step:
         """Ask IsPathValid; while it is not discovered yet (within the window), wait for it."""
         s = self.settings
         problem = self._path_valid_problem()
@@ -489,14 +418,14 @@ class Handoff:
         if problem:
             answer.gates.append(gates.path_valid_gate(None, (), problem))
             return self._refuse(answer, now_ns)
-        self._proposal = _Proposal(answer, K.VALIDATING, now_ns)
+        self._proposal = Proposal(answer, K.VALIDATING, now_ns)
         assert answer.path is not None
         return self._decide(
             answer, K.VALIDATING, f"asking IsPathValid on {s.is_path_valid_service}", now_ns
         ) + Step(commands=(ValidatePath(answer.request_id, answer.path),))
 
-    def _wait(self, answer: _Answer, then: str, what: str, now_ns: int) -> Step:
-        self._proposal = _Proposal(answer, K.WAITING, now_ns, then)
+    def _wait(self, answer: Answer, then: str, what: str, now_ns: int) -> Step:
+        self._proposal = Proposal(answer, K.WAITING, now_ns, then)
         left = max(0.0, self.settings.discovery_timeout_s - (self._clock() - self._active_since))
         return self._decide(
             answer,
@@ -506,7 +435,7 @@ class Handoff:
             now_ns,
         )
 
-    def _discovered(self, proposal: _Proposal, now_ns: int) -> Step:
+    def _discovered(self, proposal: Proposal, now_ns: int) -> Step:
         """A path waiting for discovery: on once its server is there; refused when its age or the window ran
         out (at age, or at the gate of the server still absent)."""
         answer, s = proposal.answer, self.settings
@@ -523,7 +452,7 @@ class Handoff:
             return self._validate(answer, now_ns)
         return self._send(answer, now_ns, recheck=True)
 
-    def _awaiting(self, answer: _Answer, now_ns: int) -> Step:
+    def _awaiting(self, answer: Answer, now_ns: int) -> Step:
         return self._decide(
             answer,
             K.AWAITING_CONFIRMATION,
@@ -532,7 +461,7 @@ class Handoff:
             now_ns,
         )
 
-    def _send(self, answer: _Answer, now_ns: int, recheck: bool = False) -> Step:
+    def _send(self, answer: Answer, now_ns: int, recheck: bool = False) -> Step:
         """Send (or, dry, would send) the answer's path: after validation or confirmation (which take time)
         the age gate once more, then the server on the graph, then the goal; it preempts the one in flight."""
         s = self.settings
@@ -541,7 +470,7 @@ class Handoff:
             if not answer.passed:
                 return self._refuse(answer, now_ns)
         if s.dry_run:
-            self._goal = _Goal(answer, accepted=True)
+            self._goal = Goal(answer, accepted=True)
             return self._decide(answer, K.WOULD_SEND, "every gate passed (dry run: nothing sent)", now_ns)
         problem = self._server_problem()
         if problem and self.discovering():
@@ -550,7 +479,7 @@ class Handoff:
         if not answer.passed:
             return self._refuse(answer, now_ns, cancel=False)
         previous = self._goal
-        self._goal = _Goal(answer)
+        self._goal = Goal(answer)
         preempts = ""
         if previous is not None:
             self._old_goals[previous.answer.request_id] = previous
@@ -562,7 +491,7 @@ class Handoff:
             answer, K.SENT, f"every gate passed: sent to {s.action}{preempts}", now_ns, action=s.action
         ) + Step(commands=(SendGoal(answer.request_id, answer.path),))
 
-    def _refuse(self, answer: _Answer, now_ns: int, cancel: bool = True) -> Step:
+    def _refuse(self, answer: Answer, now_ns: int, cancel: bool = True) -> Step:
         """The answer is refused; a newer one than the goal in flight cancels it when on_refusal is cancel."""
         step = self._decide(answer, K.REFUSED, self._why(answer), now_ns)
         goal = self._goal
@@ -586,16 +515,16 @@ class Handoff:
         return step
 
     @staticmethod
-    def _why(answer: _Answer) -> str:
+    def _why(answer: Answer) -> str:
         failed = next((g for g in answer.gates if not g.passed), None)
         return f"{failed.name}: {failed.detail}" if failed else ""
 
-    def _find_goal(self, request_id: str) -> _Goal | None:
+    def _find_goal(self, request_id: str) -> Goal | None:
         if self._goal is not None and self._goal.answer.request_id == request_id:
             return self._goal
         return self._old_goals.get(request_id)
 
-    def _forget_goal(self, goal: _Goal) -> None:
+    def _forget_goal(self, goal: Goal) -> None:
         if goal is self._goal:
             self._goal = None
         else:
@@ -603,7 +532,7 @@ class Handoff:
 
     # -- decisions ---------------------------------------------------------------------------------------
 
-    def _decide(self, answer: _Answer, kind: str, reason: str, now_ns: int, action: str = "") -> Step:
+    def _decide(self, answer: Answer, kind: str, reason: str, now_ns: int, action: str = "") -> Step:
         decision = HandoffDecision(
             request_id=answer.request_id,
             clip_id=answer.clip_id,
@@ -620,7 +549,7 @@ class Handoff:
 
     def _goal_event(
         self,
-        goal: _Goal,
+        goal: Goal,
         kind: str,
         reason: str,
         now_ns: int,
