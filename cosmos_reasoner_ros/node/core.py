@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from cosmos_reasoner_ros.clips import (
     VisionProfile,
 )
 from cosmos_reasoner_ros.errors import ReasonerError, quoted
+from cosmos_reasoner_ros.model_family import resolve_family
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, split_tasks, validate
 from cosmos_reasoner_ros.reasoner import (
     ClientSettings,
@@ -50,8 +52,10 @@ class Core:
     notes: tuple[str, ...] = ()  # for the node's log, once at start
 
     @classmethod
-    def build(cls, cfg: NodeConfig) -> Core:
-        """Validate the whole configuration (every problem at once, as one ConfigError), then build."""
+    def build(cls, cfg: NodeConfig, log: Callable[[str], object] | None = None) -> Core:
+        """Validate the whole configuration (every problem at once, as one ConfigError), then build.
+        `log`: the node's logger (a warning) for what the pipeline learns while it runs, such as a server that
+        takes no video (logged once per switch); None: Python's logging."""
         problems = validate(cfg)
         catalog = None
         try:
@@ -107,6 +111,9 @@ class Core:
                 structured_output=cfg.structured_output,
                 max_tokens=cfg.max_tokens or None,
                 video_kwargs_mode=cfg.video_kwargs_mode,
+                # auto: a local checkpoint directory named by `model` tells; else Nano (the launch file states
+                # edge for a server it starts in mode edge).
+                model_family=resolve_family(cfg.model_family, cfg.model).name,
             )
         except (ReasonerError, ValueError) as exc:
             raise ConfigError(f"invalid parameters:\n  {exc}") from exc
@@ -130,7 +137,7 @@ class Core:
                 wait_for_server_s=cfg.wait_for_server_s,
                 stale_after_s=cfg.stale_after_s,
             ),
-            MediaForm(cfg.media_form, cfg.max_image_frames),
+            MediaForm(cfg.media_form, cfg.max_image_frames, log=log),
         )
         # Frames encoded on arrival make a clip at trigger time a matter of muxing. A tiled video is composed
         # at trigger time, so its cameras' frames are never reused: nothing to encode ahead.

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from cosmos_reasoner_ros.errors import credentials_problem, shown_url
+from cosmos_reasoner_ros.model_family import AUTO, FAMILY_NAMES
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR
 from cosmos_reasoner_ros.reasoner import MEDIA_FORMS
 from cosmos_reasoner_ros.requests import CHECK_NAMES, MAX_TASKS_PER_CLIP
@@ -116,6 +117,7 @@ class NodeConfig:
     max_step_m: float
     media_form: str = "auto"
     max_image_frames: int = 8
+    model_family: str = AUTO
 
     def camera(self, name: str) -> CameraConfig:
         return next(c for c in self.cameras if c.name == name)
@@ -195,6 +197,11 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     ),
     "server_url": ("http://127.0.0.1:8000/v1", "OpenAI-compatible base URL of the vLLM server"),
     "model": ("", "served model name; empty: the first model the server lists"),
+    "model_family": (
+        AUTO,
+        "how reasoning is asked for: auto (from model when it is a local checkpoint directory, else nano), "
+        "nano, super, edge (the chat template's enable_thinking on or off, no suffix) or qwen3_vl",
+    ),
     "api_key_env": ("COSMOS_REASONER_API_KEY", "name of the environment variable holding the API key"),
     "connect_timeout_s": (5.0, "[s] TCP connect timeout"),
     "request_timeout_s": (120.0, "[s] read timeout of one request: longest silence (no byte)"),
@@ -350,6 +357,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "codec": ("auto", "h264", "mp4v"),
     "image_format": ("jpeg", "png"),
     "media_form": MEDIA_FORMS,
+    "model_family": (AUTO, *FAMILY_NAMES),
     "video_kwargs_mode": ("auto", "media_io_kwargs", "mm_processor_kwargs", "none"),
 }
 

@@ -10,11 +10,15 @@ what the server's own refusal says). `media_refusal` reads vLLM's refusal from t
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["MEDIA_FORMS", "MediaForm", "MediaRefusal", "media_refusal"]
+
+_log = logging.getLogger(__name__)
 
 MEDIA_FORMS = ("auto", "video", "frames")
 
@@ -63,13 +67,16 @@ class MediaForm:
     request's error); frames: always frames, a video is never sent.
     """
 
-    def __init__(self, form: str = "auto", max_images: int = 8) -> None:
+    def __init__(
+        self, form: str = "auto", max_images: int = 8, log: Callable[[str], object] | None = None
+    ) -> None:
         if form not in MEDIA_FORMS:
             raise ValueError(f"media_form must be one of {', '.join(MEDIA_FORMS)}, got {form!r}")
         if max_images < 1:
             raise ValueError(f"max_image_frames must be >= 1, got {max_images}")
         self.form = form
         self.max_images = max_images
+        self._log = log  # the node's logger (a warning); None: Python's logging
         self._lock = threading.Lock()
         self._video_refused = False
         self._server_images: int | None = None  # the images per prompt the server said it takes
@@ -107,6 +114,15 @@ class MediaForm:
                 f"the server takes at most {refusal.limit} image(s) per prompt: clips go as "
                 f"{refusal.limit} frame(s) from now on (max_image_frames {self.max_images})"
             )
+
+    def note(self, line: str) -> None:
+        """Log what `learn` returned (the node's logger when it passed one); nothing for ""."""
+        if not line:
+            return
+        if self._log is not None:
+            self._log(line)
+        else:
+            _log.warning("%s", line)
 
     def forget(self) -> None:
         """Forget what the server said (it may have been restarted with other limits); the next refusal

@@ -7,7 +7,6 @@ others, in their own threads, wait for that write and share its files, as they s
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 
@@ -16,8 +15,6 @@ from cosmos_reasoner_ros.errors import RequestRejected
 from cosmos_reasoner_ros.reasoner import ChatRequest, Completion, MediaForm, media_refusal
 
 __all__ = ["MEDIA_RETRIES", "ClipFrames", "complete_with_fallback", "media_uuids", "retry_as_frames"]
-
-log = logging.getLogger(__name__)
 
 # A refused request goes again at most this often: once as frames after a video refusal, once more with
 # fewer frames after an image-count refusal (Nano on Thor: {"image": 1, "video": 0}).
@@ -97,7 +94,6 @@ def complete_with_fallback(
             again, note = retry_as_frames(exc, form, images_sent())
             if not again:
                 raise
-            if note:
-                log.warning("%s", note)  # once per fact: MediaForm.learn says so
+            form.note(note)  # to the node's log, once per fact: MediaForm.learn says so
         request = as_frames()
     raise AssertionError("unreachable: the last attempt returns or raises")
