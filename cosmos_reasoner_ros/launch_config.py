@@ -5,19 +5,26 @@ No launch import here: the launch file only turns a LaunchPlan into ExecuteProce
 
 from __future__ import annotations
 
+import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from cosmos_reasoner_ros.errors import credentials_problem, shown_url
+from cosmos_reasoner_ros.model_family import DEFAULT_FAMILY, family_from_mode
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, PACKAGE, config_file
 
 NODE_EXECUTABLE = "reasoner_node"
 NODE_NAME = "reasoner_node"  # the top-level key of config/reasoner.yaml
 SUPERVISOR_MODULE = "cosmos_reasoner_ros.server"
-MODES = ("plugin", "native", "qwen3vl")
+MODES = ("plugin", "native", "qwen3vl", "edge")
+LIMIT_FLAG = "--limit-mm-per-prompt"
+MAX_IMAGE_FRAMES = 256  # node/parameters.py RANGES["max_image_frames"]
 # The supervisor stops vLLM within stop_grace_s (20 s by default); launch must not SIGKILL it before that.
 SUPERVISOR_SIGTERM_TIMEOUT_S = 30.0
 # After Ctrl-C the node ends its requests in flight within shutdown_timeout_s (3 s by default), publishes
@@ -39,8 +46,8 @@ ARGUMENTS = (
     LaunchArgument(
         "mode",
         "",
-        "plugin (vLLM 0.19/0.21 + vllm-cosmos3), native (vLLM >= 0.23) or qwen3vl; "
-        "empty: the one in server_config",
+        "plugin (vLLM 0.19/0.21 + vllm-cosmos3), native (vLLM >= 0.23), qwen3vl or edge (Cosmos3-Edge; the "
+        "node then asks with model_family edge); empty: the one in server_config",
     ),
     LaunchArgument("tensor_parallel_size", "", "GPUs per replica; empty: the one in server_config"),
     LaunchArgument("gpus", "", "GPU ids for CUDA_VISIBLE_DEVICES, e.g. 0,1; empty: inherit"),
@@ -241,6 +248,8 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
             cmd += ["--cameras", str(len(cameras))]
         supervisor = ProcessSpec(name="cosmos_reasoner_server", cmd=tuple(cmd))
     overrides: dict[str, Any] = {"server_url": server_url}
+    if start_server:
+        overrides.update(server_facts(args["server_config"], args["mode"]))
     if args["media_dir"]:
         overrides["media_dir"] = args["media_dir"]
     if cameras:
@@ -257,3 +266,49 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
         lifecycle=lifecycle,
     )
     return LaunchPlan(supervisor=supervisor, node=node)
+
+
+def server_facts(server_config: str, mode: str = "") -> dict[str, Any]:
+    """The node parameters that follow from the server the launch file starts (`server_config`, empty: the
+    shipped config/server.yaml; `mode`: the mode argument over the file's): model_family for a mode that
+    serves a family other than the default (edge), and media_form frames (max_image_frames its image limit)
+    for a server whose extra_args say `--limit-mm-per-prompt` with "video": 0, which refuses every video.
+    A file that cannot be read gives none: the supervisor reports it."""
+    try:
+        path = Path(server_config) if server_config else config_file("server.yaml")
+        loaded = yaml.safe_load(path.expanduser().read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(loaded, Mapping):
+        return {}
+    out: dict[str, Any] = {}
+    found = family_from_mode(mode or str(loaded.get("mode", "plugin")))
+    if found is not None and found.name != DEFAULT_FAMILY:
+        out["model_family"] = found.name
+    extra = loaded.get("extra_args") or ()
+    limits = media_limits(extra if isinstance(extra, Sequence) and not isinstance(extra, str) else ())
+    if limits.get("video") == 0:
+        out["media_form"] = "frames"
+        images = limits.get("image")
+        if isinstance(images, int) and not isinstance(images, bool) and images >= 1:
+            out["max_image_frames"] = min(images, MAX_IMAGE_FRAMES)
+    return out
+
+
+def media_limits(extra_args: Sequence[Any]) -> dict[str, Any]:
+    """The last `--limit-mm-per-prompt` of vLLM arguments (`FLAG VALUE` or `FLAG=VALUE`, VALUE a JSON
+    mapping such as '{"image": 1, "video": 0}') as a mapping; empty when none is given or readable."""
+    args = [str(a) for a in extra_args]
+    found: str | None = None
+    for i, arg in enumerate(args):
+        if arg == LIMIT_FLAG and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(LIMIT_FLAG + "="):
+            found = arg.split("=", 1)[1]
+    if found is None:
+        return {}
+    try:
+        value = json.loads(found)
+    except ValueError:
+        return {}
+    return dict(value) if isinstance(value, dict) else {}

@@ -5,6 +5,8 @@
   ros2 launch cosmos_reasoner_ros reasoner.launch.py lifecycle:=true   # a managed node (lifecycle manager)
   ros2 launch cosmos_reasoner_ros reasoner.launch.py handoff:=follow_path camera_height_m:=0.4 \
       camera_pitch_deg:=15 controller_id:=FollowPath   # paths to Nav2's controller server (README)
+A server started here tells the node what it serves (launch_config.server_facts): mode edge gives
+model_family edge, a profile with --limit-mm-per-prompt '{"image": N, "video": 0}' gives media_form frames.
 Arguments and their resolution live in cosmos_reasoner_ros/launch_config.py (tested without launch).
 """
 
