@@ -53,6 +53,7 @@ from cosmos_reasoner_ros.clips.clip_writer import ClipWriter
 from cosmos_reasoner_ros.clips.image_conversion import Frame
 from cosmos_reasoner_ros.clips.media_store import MediaRef, MediaStore, RetentionPolicy
 from cosmos_reasoner_ros.errors import ReasonerError
+from cosmos_reasoner_ros.percentiles import percentile
 from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
@@ -102,11 +103,6 @@ class RobotLog:
     ticks: int = 0
     busy: int = 0
     errors: list[str] = field(default_factory=list)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class ClipFactory:

@@ -24,6 +24,7 @@ from typing import Any
 from support.paths import BENCH_RESULTS, SHM_PROFILE
 from support.processes import bench_domain
 
+from cosmos_reasoner_ros.percentiles import percentile
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -51,7 +52,7 @@ ANSWER = "<think>\nThe gripper holds the cup above the table.\n</think>\n\nPlace
 
 def stats_ms(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    p95 = percentile(ordered, 0.95)
     return {
         "median": round(1000 * statistics.median(ordered), 2),
         "p95": round(1000 * p95, 2),

@@ -31,6 +31,7 @@ from support import node_sequences
 from support.paths import BENCH_RESULTS, SHM_PROFILE
 from support.processes import bench_domain
 
+from cosmos_reasoner_ros.percentiles import percentile
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -77,7 +78,7 @@ def quantiles(values: list[float]) -> dict[str, float]:
     return {
         "count": len(ordered),
         "p50_ms": round(1000 * statistics.median(ordered), 1),
-        "p95_ms": round(1000 * ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
+        "p95_ms": round(1000 * percentile(ordered, 0.95), 1),
         "max_ms": round(1000 * ordered[-1], 1),
     }
 

@@ -35,6 +35,7 @@ from support.paths import BENCH_RESULTS, SHM_PROFILE
 from support.processes import bench_domain, wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
+from cosmos_reasoner_ros.percentiles import percentile
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 from cosmos_reasoner_ros.server import group_members
 
@@ -95,7 +96,7 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {
         "n": len(ordered),
         "median_ms": round(1000 * statistics.median(ordered), 1),
-        "p95_ms": round(1000 * ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
+        "p95_ms": round(1000 * percentile(ordered, 0.95), 1),
         "max_ms": round(1000 * ordered[-1], 1),
     }
 

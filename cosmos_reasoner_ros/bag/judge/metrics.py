@@ -1,10 +1,10 @@
-"""Agreement metrics between two answers and percentiles: point distances along two paths, the discrete
-Fréchet distance, dynamic time warping, box IoU, temporal IoU, a normalised text similarity. numpy only."""
+"""Agreement metrics between two answers: point distances along two paths, the discrete Fréchet distance,
+dynamic time warping, box IoU, temporal IoU, a normalised text similarity; numpy only. The judge's percentile
+is the package's one (percentiles.py)."""
 
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # (play takes percentile from here: it need not import the reasoner and its client)
+from cosmos_reasoner_ros.percentiles import percentile
+
+if TYPE_CHECKING:
     from cosmos_reasoner_ros.reasoner import Segment
 
 __all__ = [
@@ -146,11 +148,3 @@ def greedy_scores(n: int, m: int, score: Callable[[int, int], float]) -> list[fl
             used_b.add(j)
             scores.append(s)
     return scores + [0.0] * ((n - len(used_a)) + (m - len(used_b)))
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0-1) of the values; 0 for none."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]

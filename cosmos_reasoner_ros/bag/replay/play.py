@@ -29,7 +29,7 @@ from cosmos_reasoner_ros.bag.files.integrity import check_bag
 from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.bag.files.topics import VIDEO_TYPE, CameraTopics, choose_topics
 from cosmos_reasoner_ros.bag.files.video import VideoDecoder
-from cosmos_reasoner_ros.bag.judge.metrics import percentile
+from cosmos_reasoner_ros.percentiles import percentile
 
 QOS_CHOICES = ("reliable", "sensor_data", "transient_local")
 
