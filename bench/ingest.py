@@ -5,9 +5,13 @@ Side by side in one run, each in its own process and receiving the same streams:
   typed  the ingest path on a typed subscription: header stamp -> wants() -> convert -> add()
   encoding  typed, plus every kept frame encoded on arrival (PreEncoder, H.264): what reasoner_node does
          while triggers come (pre_encode auto); its CPU replaces the encoding of clips at trigger time
+  node   the node's own per-frame path: a subscription with message info (the publisher's sequence number)
+         into node.ingest.CameraIngest (stamp, arrivals, decimation, conversion, buffer; no pre-encoding)
   raw    (--with-raw) the ingest path on a raw subscription: stamp read from the CDR bytes -> wants() ->
          deserialize + convert + add() only for kept frames. Measured here: taking a raw 1080p message
          costs about what a typed take costs, so this saves nothing; the node should subscribe typed.
+`--roles` picks them (default bare,typed,encoding,node); a role written ROLE:cv1 runs with OpenCV on one
+thread (cv2.setNumThreads(1)), to compare with ROLE on OpenCV's default pool side by side.
 CPU seconds of each process from its first to its last message; ratio = ingest / bare (goal <= 1.15), and the
 frames kept per camera against the 4 fps expected from the stamps received. Large messages need Fast DDS
 shared memory: config/fastdds_shm.xml is used unless the environment names a Fast DDS profile.
@@ -37,7 +41,8 @@ from cosmos_reasoner_ros.ros_compat import fastdds_profile, fastdds_profile_env,
 
 PROFILE = SHM_PROFILE
 CLIP = ROBOT_CLIP
-ROLES = ("bare", "typed", "encoding", "raw")
+ROLES = ("bare", "typed", "encoding", "raw", "node")
+DEFAULT_ROLES = "bare,typed,encoding,node"
 GOAL_RATIO = 1.15
 
 
@@ -113,7 +118,11 @@ def subscribe(args: argparse.Namespace) -> None:
     )
     from cosmos_reasoner_ros.errors import FrameError
 
-    role = args.role
+    role, _, variant = args.role.partition(":")
+    if variant == "cv1":
+        import cv2
+
+        cv2.setNumThreads(1)
     names = [f"cam{i}" for i in range(args.cameras)]
     pre_encoder = None
     if role == "encoding":
@@ -197,9 +206,34 @@ def subscribe(args: argparse.Namespace) -> None:
 
         return callback
 
-    factory = {"bare": on_bare, "typed": on_typed, "encoding": on_typed, "raw": on_raw}[role]
+    def on_node(camera: str) -> Any:
+        from cosmos_reasoner_ros.node.diagnostics import ProblemLog
+        from cosmos_reasoner_ros.node.ingest import CameraIngest
+        from cosmos_reasoner_ros.ros_compat import with_message_info
+
+        ingest = CameraIngest(
+            camera,
+            buffers[camera],
+            ProblemLog(print),
+            use_receive_time=True,
+            max_stamp_ahead_s=1.0,
+            max_pixels=7680 * 4320,
+        )
+        node_stats[camera] = ingest.stats
+
+        def callback(msg: Image, sequence: int | None) -> None:
+            received[camera] += 1
+            stamp = msg.header.stamp
+            stamps[camera].append(stamp.sec * 1_000_000_000 + stamp.nanosec)  # as the typed role records
+            ingest(msg, time.time_ns(), sequence)
+            mark()
+
+        return with_message_info(callback)
+
+    node_stats: dict[str, Any] = {}
+    factory = {"bare": on_bare, "typed": on_typed, "encoding": on_typed, "raw": on_raw, "node": on_node}[role]
     with initialized():
-        node = rclpy.create_node(f"crr_bench_{role}")
+        node = rclpy.create_node(f"crr_bench_{role}_{variant or 'default'}")
         for index, name in enumerate(names):
             node.create_subscription(
                 Image, topic(index), factory(name), qos_profile_sensor_data, raw=(role == "raw")
@@ -231,6 +265,8 @@ def subscribe(args: argparse.Namespace) -> None:
             stats = buffers[name].stats()
             seen = sorted(stamps[name])
             kept = kept_stamps[name]
+            if role == "node":  # the frames still buffered (the last buffer_seconds): their gaps
+                kept = [f.stamp_ns for f in buffers[name].clip(1e9).frames] if stats.frames else []
             span_s = (seen[-1] - seen[0]) / 1e9 if len(seen) > 1 else 0.0
             gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(kept)]
             input_gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(seen)]
@@ -243,7 +279,7 @@ def subscribe(args: argparse.Namespace) -> None:
                 "frame_shape": list(buffers[name].latest().image.shape) if stats.frames else None,
             }
         result["cameras"] = per_camera
-        result["frame_errors"] = errors
+        result["frame_errors"] = errors + sum(s.invalid for s in node_stats.values())
     print(json.dumps(result), flush=True)
 
 
@@ -287,7 +323,9 @@ def orchestrate(args: argparse.Namespace) -> None:
         str(args.buffer_seconds),
     ]
     me = [sys.executable, str(Path(__file__).resolve())]
-    roles = list(ROLES) if args.with_raw else ["bare", "typed", "encoding"]
+    roles = args.roles.split(",") + (["raw"] if args.with_raw else [])
+    if roles[0] != "bare":
+        raise SystemExit("--roles must begin with bare (the yardstick)")
     subscribers = {
         role: subprocess.Popen([*me, "--role", role, *common], stdout=subprocess.PIPE, text=True, env=env)
         for role in roles
@@ -331,6 +369,9 @@ def orchestrate(args: argparse.Namespace) -> None:
     }
     for role in roles[1:]:
         result = results[role]
+        if result.get("cameras") is None:
+            summary[role] = result
+            continue
         ratio = result["cpu_s"] / bare["cpu_s"] if bare["cpu_s"] > 0 else None
         per_message = None
         if bare["received"] and result["received"] and bare["cpu_s"] > 0:
@@ -342,7 +383,7 @@ def orchestrate(args: argparse.Namespace) -> None:
             "cpu_per_message_ratio_vs_bare": round(per_message, 3) if per_message else None,
             "kept_vs_expected": {n: f"{c['kept']}/{c['expected_at_sample_fps']}" for n, c in cameras.items()},
         }
-    out = BENCH_RESULTS / "ingest.json"
+    out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary))
@@ -350,7 +391,8 @@ def orchestrate(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--role", choices=("orchestrate", "publisher", *ROLES), default="orchestrate")
+    parser.add_argument("--role", default="orchestrate", help="orchestrate, publisher, or ROLE[:cv1]")
+    parser.add_argument("--roles", default=DEFAULT_ROLES, help="the subscribers, bare first")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--cameras", type=int, default=3)
     parser.add_argument("--rate", type=float, default=30.0)
@@ -358,6 +400,7 @@ def main() -> None:
     parser.add_argument("--max-long-side", type=int, default=1280)
     parser.add_argument("--buffer-seconds", type=float, default=10.0, help="the buffers' duration bound")
     parser.add_argument("--subscribers", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=BENCH_RESULTS / "ingest.json")
     parser.add_argument("--with-raw", action="store_true", help="also run the raw-subscription variant")
     args = parser.parse_args()
     if args.role == "orchestrate":
