@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
+import os
 import sys
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,7 @@ from cosmos_reasoner_ros.clips import (
     VisionProfile,
 )
 from cosmos_reasoner_ros.errors import ReasonerError, quoted
-from cosmos_reasoner_ros.model_family import resolve_family
+from cosmos_reasoner_ros.model_family import AUTO, family_from_checkpoint, resolve_family
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, split_tasks, validate
 from cosmos_reasoner_ros.reasoner import (
     ClientSettings,
@@ -170,15 +173,35 @@ class Core:
             refusals, chosen = {}, "media_io_kwargs" if wanted == "auto" else wanted
         where = f"the server's vLLM {version}" if version else "a server of unknown version"
         refusal = refusals.get(chosen, "")
+        detected = self._family_of_served_model() if version else ""
         self.pipeline.request_settings = dataclasses.replace(
-            base, video_kwargs_mode=chosen, video_refusal=refusal
+            base,
+            video_kwargs_mode=chosen,
+            video_refusal=refusal,
+            model_family=detected.split(" ", 1)[0] if detected else base.model_family,
         )
         if refusal:
             message = f"video_kwargs_mode {wanted}: {refusal}; use auto or media_io_kwargs"
             if strict:
                 raise ConfigError(f"invalid parameters:\n  {message}")
             return message
-        return f"video_kwargs_mode {wanted}: {chosen} for {where}"
+        line = f"video_kwargs_mode {wanted}: {chosen} for {where}"
+        return f"{line}; model_family auto: {detected}" if detected else line
+
+    def _family_of_served_model(self) -> str:
+        """model_family auto, the `model` parameter naming no local checkpoint: the family of the checkpoint
+        directory the server's /v1/models reports (the model's root, else its id) when this host can read its
+        config.json, as "<family> (from <dir>)"; "" when stated, or nothing is found."""
+        cfg = self.config
+        if cfg.model_family != AUTO or (cfg.model and family_from_checkpoint(Path(cfg.model)) is not None):
+            return ""
+        for where in served_model_paths(
+            self.client.settings.base_url, cfg.model, os.environ.get(cfg.api_key_env)
+        ):
+            found = family_from_checkpoint(Path(where)) if where.startswith(("/", "~")) else None
+            if found is not None:
+                return f"{found.name} (from {where}/config.json)"
+        return ""
 
     def close(self) -> None:
         """Stop the pre-encoder and the writer's encoding threads, close the client. Call after the last
@@ -187,6 +210,22 @@ class Core:
             self.pre_encoder.close()
         self.writer.close()
         self.client.close()
+
+
+def served_model_paths(base_url: str, model: str, api_key: str | None, timeout_s: float = 2.0) -> list[str]:
+    """The root and id of the served model on {base_url}/models (`model`, else the first listed): where the
+    server loaded it from. Empty when the server does not answer with such a list."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    request = urllib.request.Request(base_url.rstrip("/") + "/models", headers=headers)  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (http(s), checked)
+            data = json.loads(response.read(1 << 20)).get("data")
+    except (OSError, ValueError, AttributeError):
+        return []
+    entries = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+    chosen = next((m for m in entries if m.get("id") == model), None) if model else None
+    entry = chosen or (entries[0] if entries else {})
+    return [v for v in (entry.get("root"), entry.get("id")) if isinstance(v, str) and v]
 
 
 def model_video_profile(cfg: NodeConfig) -> VisionProfile | None:

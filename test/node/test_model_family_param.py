@@ -115,3 +115,38 @@ def test_a_bad_value_is_refused_at_start_naming_the_parameter(bad: str, tmp_path
     assert problems == [f"model_family: must be one of auto, nano, super, edge, qwen3_vl, got {bad!r}"]
     with pytest.raises(ConfigError, match=r"model_family: must be one of auto, nano, super, edge, qwen3_vl"):
         core.Core.build(cfg)
+
+
+@pytest.mark.parametrize(
+    ("stated", "served", "expected"),
+    [
+        ("auto", "edge_dir", "edge"),  # the served model's root is a local Edge checkpoint
+        ("auto", "plain_dir", "qwen3_vl"),
+        ("auto", "nvidia/Cosmos3-Edge", "nano"),  # a hub id: nothing to read, today's default
+        ("nano", "edge_dir", "nano"),  # a stated family wins
+    ],
+)
+def test_auto_reads_the_served_models_checkpoint(
+    tmp_path: Path, stated: str, served: str, expected: str
+) -> None:
+    """/v1/models reports the model's root (vLLM: the path it loaded); where this host can read that
+    directory's config.json, model_family auto follows it once the server answers."""
+    from support.scripted_server import ScriptedServer
+
+    model = served
+    if served in ARCHITECTURES:
+        (tmp_path / served).mkdir()
+        (tmp_path / served / "config.json").write_text(json.dumps({"architectures": [ARCHITECTURES[served]]}))
+        model = str(tmp_path / served)
+    with ScriptedServer(model=model) as server:
+        server.version = "0.26.0"
+        cfg = default_config(model_family=stated, server_url=server.base_url, media_dir=str(tmp_path / "m"))
+        built = core.Core.build(cfg)
+        try:
+            assert built.pipeline.request_settings.model_family == expected
+            detected = stated == "auto" and served in ARCHITECTURES
+            assert (
+                f"model_family auto: {expected} (from {model}/config.json)" in built.notes[-1]
+            ) == detected
+        finally:
+            built.close()
