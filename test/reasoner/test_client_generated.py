@@ -95,13 +95,16 @@ def expected_kinds(reply: ScriptedReply, stream: bool) -> set[str]:
     if not stream:
         return ({"answer_too_large"} if too_large else {""}) | cut
     pieces = len(reply.text.split()) + len((reply.reasoning or "").split())
+    dropped = reply.drop_after_chunks and reply.drop_after_chunks < pieces + (reply.huge_answer_bytes > 0)
     if reply.chunk_delay_s >= 0.3:
-        outcome = {"too_slow"}
+        # A slow stream that the server drops ends at whichever comes first: the pace floor, or the end of the
+        # stream before its finish reason (found by the generator: dropped after 1 chunk, server_unavailable).
+        outcome = {"too_slow", "server_unavailable"} if dropped else {"too_slow"}
     elif too_large:
         outcome = {"answer_too_large"}
     elif pieces == 0:
         outcome = {""}  # a finish chunk without text: an empty answer
-    elif reply.drop_after_chunks and reply.drop_after_chunks < pieces + (reply.huge_answer_bytes > 0):
+    elif dropped:
         outcome = {"server_unavailable"}  # the stream ended before its finish reason
     else:
         outcome = {""}
@@ -126,6 +129,7 @@ def _threads() -> list[threading.Thread]:
 )
 @given(case=behaviours())
 @example(case=(ScriptedReply(text="word " * 50, chunk_delay_s=0.3), True))  # a trickle
+@example(case=(ScriptedReply(text="word " * 40, chunk_delay_s=0.3, drop_after_chunks=1), True))  # dropped
 @example(case=(ScriptedReply(keepalive_s=5.0, keepalive_interval_s=0.05), True))  # comments only
 @example(case=(ScriptedReply(header_byte_delay_s=SLOW), False))  # headers a byte at a time, unstreamed
 @example(case=(ScriptedReply(huge_answer_bytes=100_000, drop_after_chunks=1), True))
