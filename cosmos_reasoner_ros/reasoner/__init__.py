@@ -3,7 +3,8 @@ requests (request_builder), a clip as a video or its frames (media_form), the Op
 retries, streaming and cancellation (client), and the answer parser (parsing, with json_scan for JSON in free
 text). parse_cli is `cosmos-reasoner-parse`. Above clips and geometry; below requests."""
 
-from cosmos_reasoner_ros.reasoner.client import ClientSettings, Completion, ReasonerClient
+from cosmos_reasoner_ros.reasoner.answer_stream import Completion
+from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.reasoner.media_form import MEDIA_FORMS, MediaForm, MediaRefusal, media_refusal
 from cosmos_reasoner_ros.reasoner.parsing import (
     ANSWER_KINDS,

@@ -21,7 +21,6 @@ import logging
 import math
 import os
 import queue
-import re
 import threading
 import time
 import urllib.error
@@ -32,14 +31,9 @@ from typing import Any, TypeVar
 import openai
 
 from cosmos_reasoner_ros.errors import (
-    AnswerTooLarge,
-    BadResponse,
-    GrammarError,
     ReasonerError,
     RequestCancelled,
-    RequestRejected,
     RequestTimeout,
-    ServerError,
     ServerTooSlow,
     ServerUnavailable,
     credentials_problem,
@@ -47,15 +41,20 @@ from cosmos_reasoner_ros.errors import (
     url_has_credentials,
 )
 from cosmos_reasoner_ros.reasoner import connections
+from cosmos_reasoner_ros.reasoner.answer_stream import Accumulator, Completion, max_tokens_of
 from cosmos_reasoner_ros.reasoner.pace import PaceBounds, PaceWatch
 from cosmos_reasoner_ros.reasoner.request_builder import ChatRequest
+from cosmos_reasoner_ros.reasoner.server_errors import (
+    RetryableError,
+    classify,
+    grammar_failure,
+)
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _POLL_S = 0.02  # how often a waiting caller looks at its cancel event, the pace and the size
 _UNAVAILABLE_STATUS = (502, 503, 504)
 _QUEUE_CHUNKS = 256  # streamed chunks parsed ahead of the waiting thread at most (the worker then waits)
-_DEFAULT_MAX_TOKENS = 16384  # a request that does not say (the package's always do)
 # The size bound of an answer's bytes on the wire, beside its text's (max_tokens x max_chars_per_token): a
 # streamed token comes in an SSE event of 150-300 bytes of JSON; an unstreamed body escapes each character of
 # the text in at most 6 bytes (\uXXXX). Both plus a slack for the envelope.
@@ -139,30 +138,6 @@ class ClientSettings:
         """The server root (where vLLM's /health lives): base_url without its trailing /v1."""
         url = self.base_url.rstrip("/")
         return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
-@dataclasses.dataclass(frozen=True)
-class Completion:
-    text: str  # full content (reasoning included when the server has no reasoning parser)
-    reasoning: str | None  # message.reasoning when the server split it
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    ttft_s: float  # 0.0 when not streamed
-    finish_reason: str
-    attempts: int = 1
-    # Prompt tokens the server served from its prefix cache (usage.prompt_tokens_details.cached_tokens: vLLM
-    # reports it with --enable-prompt-tokens-details); 0 when not reported.
-    cached_tokens: int = 0
-
-
-class _RetryableError(Exception):
-    """An attempt failed in a way worth another attempt; `final` is raised when none is left."""
-
-    def __init__(self, final: ReasonerError) -> None:
-        super().__init__(str(final))
-        self.final = final
 
 
 class ReasonerClient:
@@ -328,11 +303,11 @@ class ReasonerClient:
             attempt += 1
             try:
                 return call(attempt)
-            except _RetryableError as retry:
+            except RetryableError as retry:
                 failure = retry.final
             except openai.OpenAIError as err:  # calls made in this thread (model discovery)
-                classified = _classify(err, self.settings.base_url)
-                if not isinstance(classified, _RetryableError):
+                classified = classify(err, self.settings.base_url)
+                if not isinstance(classified, RetryableError):
                     raise classified from err
                 failure = classified.final
             if attempt > self.settings.max_retries:
@@ -391,7 +366,7 @@ class ReasonerClient:
         if stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
-        max_tokens = _max_tokens(request)
+        max_tokens = max_tokens_of(request)
         max_chars = max_tokens * self.settings.max_chars_per_token
         wire = (
             max_tokens * _STREAM_BYTES_PER_TOKEN if stream else max_chars * _BODY_BYTES_PER_CHAR
@@ -412,7 +387,7 @@ class ReasonerClient:
             daemon=True,
         )
         worker.start()
-        acc = _Accumulator(model, max_chars, max_tokens)
+        acc = Accumulator(model, max_chars, max_tokens)
         finished_at: float | None = None  # when every choice had its finish reason: the answer is whole
         try:
             while True:
@@ -461,12 +436,12 @@ class ReasonerClient:
                             return acc.finish(now - start)
                         except ServerUnavailable as ended:
                             raise (
-                                _grammar_failure(request, ended, acc.started, self.health) or ended
+                                grammar_failure(request, ended, acc.started, self.health) or ended
                             ) from None
                     if isinstance(payload, ReasonerError):  # kind == "error": the line's byte limit
                         raise payload
-                    failure = _classify(payload, self.settings.base_url, mid_stream=acc.started)
-                    raise _grammar_failure(request, failure, acc.started, self.health) or failure from payload
+                    failure = classify(payload, self.settings.base_url, mid_stream=acc.started)
+                    raise grammar_failure(request, failure, acc.started, self.health) or failure from payload
                 if line.headers_received:
                     pace.body_started(now)
                 problem = pace.problem()
@@ -520,267 +495,3 @@ def _hand(events: queue.Queue[tuple[str, Any]], item: tuple[str, Any], abort: th
         except queue.Full:
             continue
     return False
-
-
-def _max_tokens(request: ChatRequest) -> int:
-    value = request.params.get("max_tokens")
-    return value if isinstance(value, int) and value > 0 else _DEFAULT_MAX_TOKENS
-
-
-class _Accumulator:
-    """Streamed chunks to one Completion: text, server-split reasoning, usage, finish reason, TTFT."""
-
-    def __init__(self, model: str, max_chars: int, max_tokens: int) -> None:
-        self.model = model
-        self.max_chars = max_chars  # text (content and reasoning) kept at most; past it: AnswerTooLarge
-        self.max_tokens = max_tokens
-        self.chars = 0
-        self.over = False
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.cached_tokens = 0
-        self.finish_reason: str | None = None
-        self.ttft_s = 0.0
-        self.started = False
-        self.choices_seen = False
-        self.usage_seen = False
-        self.unfinished: set[Any] = set()  # the indices of choices seen without their finish reason yet
-        self.closed: set[Any] = set()  # those with it
-
-    @property
-    def finished(self) -> bool:
-        """Whether every choice seen has its finish reason: the answer is whole, whatever follows."""
-        return self.finish_reason is not None and not self.unfinished
-
-    def take_usage(self, chunk: Any) -> None:
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            self.usage_seen = True
-            self.prompt_tokens = _count(getattr(usage, "prompt_tokens", 0))
-            self.completion_tokens = _count(getattr(usage, "completion_tokens", 0))
-            self.cached_tokens = _cached_tokens(usage)
-
-    def add(self, chunk: Any, elapsed: float) -> list[int]:
-        """Take one chunk; the characters of each text piece it carried. AnswerTooLarge once the text passes
-        max_chars: what came up to the bound is kept (partial_text), nothing beyond it."""
-        if getattr(chunk, "model", None):
-            self.model = chunk.model
-        self.take_usage(chunk)
-        pieces: list[int] = []
-        for choice in getattr(chunk, "choices", None) or []:
-            self.choices_seen = True
-            index = getattr(choice, "index", 0)
-            if index in self.closed:
-                continue  # a finished choice takes nothing more
-            self.unfinished.add(index)
-            delta = getattr(choice, "delta", None)
-            for text, kept in (
-                (_reasoning_of(delta), self.reasoning),
-                (getattr(delta, "content", None), self.content),
-            ):
-                if text is None or text == "":
-                    continue
-                if not isinstance(text, str):
-                    raise BadResponse(f"a streamed chunk carries {type(text).__name__}, not text")
-                room = self.max_chars - self.chars
-                if len(text) > room:
-                    text, self.over = text[:room], True
-                if text:
-                    kept.append(text)
-                    self.chars += len(text)
-                    pieces.append(len(text))
-            finish = getattr(choice, "finish_reason", None)
-            if finish:
-                self.finish_reason = str(finish)
-                self.unfinished.discard(index)
-                self.closed.add(index)
-        if pieces and not self.started:
-            self.started = True
-            self.ttft_s = elapsed
-        if self.over:
-            raise self.too_large()
-        return pieces
-
-    def too_large(self) -> AnswerTooLarge:
-        return AnswerTooLarge(
-            f"the answer passed {self.max_chars} characters, its bound for max_tokens {self.max_tokens}; it "
-            f"was cut there and its connection closed (the partial answer holds the first {self.max_chars})"
-        )
-
-    def partial_text(self) -> str:
-        """The text so far, shaped like an unsplit answer even when the server splits reasoning off."""
-        content = "".join(self.content)
-        if not self.reasoning:
-            return content
-        reasoning = "".join(self.reasoning)
-        return f"<think>\n{reasoning}\n</think>\n\n{content}" if self.content else f"<think>\n{reasoning}"
-
-    def finish(self, latency_s: float) -> Completion:
-        if not self.choices_seen:
-            # As an unstreamed answer without choices: a server that answers, but not a chat completion.
-            raise BadResponse(
-                "the server's stream carried no choice (empty choices, or not a chat completion)"
-            )
-        if self.finish_reason is None:
-            raise ServerUnavailable(
-                "the stream ended before the server sent a finish reason (connection lost?)"
-            )
-        return Completion(
-            text="".join(self.content),
-            reasoning="".join(self.reasoning) if self.reasoning else None,
-            model=self.model,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            latency_s=latency_s,
-            ttft_s=self.ttft_s,
-            finish_reason=self.finish_reason,
-            cached_tokens=self.cached_tokens,
-        )
-
-    def from_response(self, response: Any, latency_s: float) -> Completion:
-        choices = getattr(response, "choices", None)
-        if not isinstance(choices, list):
-            # The SDK hands over the body as text when it is not JSON (an HTML error page of a proxy, ...).
-            preview = str(response)[:120] if isinstance(response, str) else type(response).__name__
-            raise BadResponse(f"the server's answer is not a chat completion: {preview!r}")
-        if not choices:
-            raise BadResponse("the server answered without any choice")
-        choice = choices[0]
-        if getattr(choice, "message", None) is None:
-            raise BadResponse("the server's choice has no message")
-        text = choice.message.content or ""
-        reasoning = _reasoning_of(choice.message)
-        if not isinstance(text, str):
-            raise BadResponse(f"the server's message content is {type(text).__name__}, not text")
-        if len(text) + len(reasoning or "") > self.max_chars:
-            raise self.too_large()
-        usage = response.usage
-        return Completion(
-            text=text,
-            reasoning=reasoning,
-            model=response.model or self.model,
-            prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)) if usage else 0,
-            completion_tokens=_count(getattr(usage, "completion_tokens", 0)) if usage else 0,
-            latency_s=latency_s,
-            ttft_s=0.0,
-            finish_reason=str(choice.finish_reason or ""),
-            cached_tokens=_cached_tokens(usage) if usage else 0,
-        )
-
-
-def _count(value: Any) -> int:
-    """A token count from a server's usage: a non-negative int, else 0 (a server's garbage is no count)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
-def _cached_tokens(usage: Any) -> int:
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    return int(cached) if isinstance(cached, int) and cached > 0 else 0
-
-
-def _reasoning_of(message: Any) -> str | None:
-    """vLLM's split-off reasoning: `reasoning` in current versions, `reasoning_content` in older ones."""
-    for name in ("reasoning", "reasoning_content"):
-        value = getattr(message, name, None)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def server_message(err: openai.APIStatusError) -> str:
-    """The server's own error message from an OpenAI-style or vLLM-style error body."""
-    body = err.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return str(inner["message"])
-        if isinstance(inner, str):
-            return inner
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-    if isinstance(body, str) and body:
-        return body
-    try:
-        return err.response.text or err.message
-    except Exception:  # a streamed response that was never read
-        return err.message
-
-
-# Words of vLLM's own messages when its front end refuses a request's grammar (HTTP 400): "The provided JSON
-# schema contains features not supported by xgrammar", "Invalid JSON grammar specification", "Failed to
-# transform ... into a grammar", "Error in guidance grammar", "structural tag ...".
-_GRAMMAR_WORDS = re.compile(r"grammar|json schema|xgrammar|guidance|structured output|structural.tag", re.I)
-
-
-def _grammar_failure(
-    request: ChatRequest,
-    failure: ReasonerError | _RetryableError,
-    started: bool,
-    healthy: Callable[[], bool],
-) -> GrammarError | None:
-    """The failure as a GrammarError when it can only be the request's grammar: a request with structured
-    output that failed before its first token with a server failure (HTTP 500, an error event, or a stream
-    that ended without an answer or a finish reason: vLLM 0.26-0.31's way of ending a request whose grammar
-    its engine could not compile) while the server stays healthy, or a 4xx whose message is about the
-    grammar. A server failure while it is not healthy right after (`healthy`: ReasonerClient.health, /health
-    or, on a server without it, /v1/models) is the server's own (an engine crash, an OOM, the watchdog
-    restarting a frozen server): it keeps its kind and its retries."""
-    if not request.structured or started:
-        return None
-    final = failure.final if isinstance(failure, _RetryableError) else failure
-    task = f"task {request.task}: " if request.task else ""
-    if isinstance(final, RequestRejected):
-        if _GRAMMAR_WORDS.search(str(final)):
-            return GrammarError(f"{task}the server refused the request's structured output: {final}")
-        return None
-    server_failed = isinstance(final, ServerError) and final.status_code in (None, 500)
-    ended_early = isinstance(final, ServerUnavailable) and "finish reason" in str(final)
-    if not (server_failed or ended_early) or not healthy():
-        return None
-    if server_failed:
-        return GrammarError(
-            f"{task}the server failed on the request's structured output before its first token ({final}); "
-            "vLLM logs the grammar backend's reason as 'Failed to compile grammar'"
-        )
-    return GrammarError(
-        f"{task}the server ended the answer before its first token without a finish reason: how vLLM "
-        "0.26-0.31 end a request whose grammar their engine could not compile (their log: 'Failed to "
-        "compile grammar')"
-    )
-
-
-def _classify(err: BaseException, where: str, mid_stream: bool = False) -> ReasonerError | _RetryableError:
-    """An SDK exception as one of ours; a _RetryableError wraps those worth another attempt."""
-    if isinstance(err, ReasonerError):
-        return err
-    if isinstance(err, openai.APITimeoutError):
-        if type(err.__cause__).__name__ == "ConnectTimeout" and not mid_stream:
-            return _RetryableError(ServerUnavailable(f"connecting to {where} timed out"))
-        return RequestTimeout("the server sent nothing within the read timeout")
-    if isinstance(err, openai.APIConnectionError):
-        if mid_stream:  # text already reached the caller: a fresh attempt would start it again
-            return ServerUnavailable(f"connection to {where} lost during the answer")
-        return _RetryableError(ServerUnavailable(f"cannot reach {where}: {err.__cause__ or err}"))
-    if isinstance(err, openai.APIStatusError):
-        message = server_message(err)
-        if err.status_code in _UNAVAILABLE_STATUS:
-            return _RetryableError(ServerUnavailable(f"HTTP {err.status_code}: {message}"))
-        if err.status_code >= 500:
-            return _RetryableError(ServerError(f"HTTP {err.status_code}: {message}", err.status_code))
-        return RequestRejected(message, err.status_code)
-    if isinstance(err, openai.APIResponseValidationError):
-        return BadResponse(f"the server's answer is not a chat completion: {err.message}")
-    if isinstance(err, openai.APIError):  # an error event inside the stream: {"error": {"message", "code"}}
-        body = err.body if isinstance(err.body, dict) else {}
-        code = body.get("code")
-        status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else None
-        message = str(body.get("message") or err.message)
-        if status is not None and 400 <= status < 500:
-            return RequestRejected(message, status)
-        return ServerError(f"HTTP {status}: {message}" if status else message, status)
-    if isinstance(err, ValueError):  # json.JSONDecodeError, pydantic's ValidationError: a malformed body
-        return BadResponse(f"the server's answer is not valid JSON: {err}")
-    return ServerUnavailable(f"unexpected failure talking to {where}: {type(err).__name__}: {err}")
