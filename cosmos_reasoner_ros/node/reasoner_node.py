@@ -271,7 +271,7 @@ class ReasonerNode(LifecycleNodeMixin, Node):
 
     def _configure(self, cfg: NodeConfig) -> None:
         """Validate everything and build the core; the node's own bookkeeping; the output publishers."""
-        core = Core.build(cfg)
+        core = Core.build(cfg, log=self.get_logger().warning)
         try:
             HandoffEdge.check(cfg, self.handoff_settings, core.catalog)
         except ConfigError:
