@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from cosmos_reasoner_ros.bag.replay.play import Player
     from cosmos_reasoner_ros.bag.replay.record import Recorder
 
-__all__ = ["BagRun", "BagRunInfo", "PreparedBag", "RunShared", "bag_id"]
+__all__ = ["BagRun", "BagRunInfo", "PreparedBag", "RunShared", "bag_id", "run_namespace"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,9 @@ class BagRunInfo:
 
 @dataclass
 class RunShared:
-    """What the bags of one run share: the rclpy context, the request bound, the progress bar."""
+    """What the bags of one run share: the rclpy context, the request bound, the progress bar; the run's own
+    ROS namespace (`namespace`, /cosmos_eval_<run id>; "" when `start_node` starts the node) and whether the
+    run replays several bags (each then has its folders under bags/, media/ and outputs/)."""
 
     context: Any
     executor: Any
@@ -82,6 +84,8 @@ class RunShared:
     options: EvalOptions
     out: Path
     start_node: NodeStarter | None
+    namespace: str = ""
+    several: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -99,8 +103,20 @@ def bag_id(integrity: Integrity, cameras: tuple[str, ...] | list[str]) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
+def run_namespace() -> str:
+    """A namespace of a run's own (/cosmos_eval_<12 hex digits>, random): its nodes, the topics it plays and
+    /clock under it, a node of a previous run still in discovery, or of a run beside it on the same ROS
+    domain, neither takes its goals nor hears its frames and clock (issue 38, finding 9)."""
+    import secrets
+
+    return f"/cosmos_eval_{secrets.token_hex(6)}"
+
+
 class BagRun:
-    """One bag replayed into a fresh reasoner_node (under `namespace` when several bags play at once).
+    """One bag replayed into a fresh reasoner_node, under the run's namespace (`shared.namespace`) followed by
+    `namespace` (/eval<k> when several bags play at once). The player publishes the bag's topics and /clock
+    under that namespace, so that only this run's node hears them; what the user sees (records, the report,
+    recorded outputs) names the topics without the run's namespace.
 
     The helper node is made here; `run()` then starts the node, waits until it is ready, plays and collects,
     and closes whatever was started. Trigger times count from the recording's start (its first message, on
@@ -111,13 +127,15 @@ class BagRun:
         import rclpy
 
         self.shared, self.options = shared, shared.options
-        self.prepared, self.label, self.namespace = prepared, label, namespace
-        out, options, choice = shared.out, shared.options, prepared.choice
+        self.prepared, self.label = prepared, label
+        self.shown = namespace  # the namespace users see (/eval<k>, or none)
+        self.namespace = namespace = shared.namespace + namespace  # the ROS namespace the node runs under
+        out, options, choice, several = shared.out, shared.options, prepared.choice, shared.several
         safe_label = safe_name(label)
-        self.work = child(out / "bags", safe_label) if namespace else out
+        self.work = child(out / "bags", safe_label) if several else out
         self.work.mkdir(parents=True, exist_ok=True)
         media_root = options.media_dir or out / "media"
-        self.media = child(media_root, safe_label) if namespace else media_root
+        self.media = child(media_root, safe_label) if several else media_root
         self.media.mkdir(parents=True, exist_ok=True)
         self.remap = {t: f"{namespace}{t}" for t in choice.topics} if namespace else {}
         remap = self.remap
@@ -135,7 +153,7 @@ class BagRun:
             )
         ]
         self.node_fqn = f"{namespace}/{options.node_name}" if namespace else f"/{options.node_name}"
-        self.outputs = child(out / "outputs", safe_label) if namespace else (out / "outputs")
+        self.outputs = child(out / "outputs", safe_label) if several else (out / "outputs")
         if options.record and self.outputs.exists():
             raise BagError(f"{self.outputs} exists already; choose a new report folder")
         self.origin_ns = prepared.reader.start_ns  # trigger times count from the recording's start
@@ -151,8 +169,9 @@ class BagRun:
         self._marks: dict[int, list[tuple[float, TaskSpec]]] = {}  # bag ns -> the goals asked then
         self._next_discovery = 0.0
         self._started = time.monotonic()
-        # The helper node's name comes from the namespace (/eval<k>), never from the bag's name: a folder
-        # named as `ros2 bag record` names it (rosbag2_2025_06_01-10_20_30) is no valid ROS name.
+        # The helper node's name comes from the namespace (/cosmos_eval_<run id>/eval<k>), never from the
+        # bag's name: a folder named as `ros2 bag record` names it (rosbag2_2025_06_01-10_20_30) is no valid
+        # ROS name.
         self.node = rclpy.create_node(
             "cosmos_reasoner_bag_evaluate" + namespace.replace("/", "_"), context=shared.context
         )
@@ -201,9 +220,9 @@ class BagRun:
             params_file = options.params_file or default_params_file()
             if ns and params_file is not None:
                 params_file = namespaced_params_file(
-                    params_file, ns, options.node_name, self.work / "params.yaml"
+                    params_file, ns, options.node_name, self.work / "node_params.yaml"
                 )
-            cmd = node_command(options, self.cameras, self.media, ns, params_file)
+            cmd = node_command(options, self.cameras, self.media, ns, params_file, self.remap)
             self.handle = NodeProcess(cmd, self.work / "node.log")
         else:
             parameters = node_parameters(options, self.cameras, self.media)
@@ -246,11 +265,13 @@ class BagRun:
         self._only_one_server(f"{self.node_fqn}/reason/_action/send_goal")
         self.clip_settings = self._read_clip_settings()
         if options.record:
-            ns = self.namespace
+            ns, shown = self.namespace, self.shown
             topics = [
                 t if t != "/diagnostics" else f"{ns}/diagnostics" for t in default_topics(self.node_fqn)
             ]
-            self.recorder = Recorder(self.node, self.outputs, topics, clock=player.bag_time_ns)
+            # Recorded under the names users know: /eval<k>/reasoner_node/result, not the run's namespace.
+            names = {t: shown + t.removeprefix(ns) for t in topics if ns and t.startswith(ns + "/")}
+            self.recorder = Recorder(self.node, self.outputs, topics, clock=player.bag_time_ns, names=names)
             for t in player.topics:
                 self.recorder.add_passthrough(t, t, self.prepared.reader.topics[t].msgtype, player.store)
             self.recorder.discover()

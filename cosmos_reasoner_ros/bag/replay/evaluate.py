@@ -2,9 +2,12 @@
 any node starts, then each replayed into a `reasoner_node` of its own (bag_run.BagRun), one ResultRecord per
 goal; or ReasonerResults recorded earlier read back.
 
-`in_flight` bounds the requests in flight over the run; several bags are then replayed at once (up to that
-many), each into its own node under its own namespace. Lock-step (bag_run) makes each request see the same
-frames on any machine, at any playback rate.
+Each run's nodes, the topics it plays and its /clock live under a namespace of the run's own
+(/cosmos_eval_<run id>): a node of a previous run still in discovery, or of a run beside it on the same ROS
+domain, never takes its goals nor hears its frames. `in_flight` bounds the requests in flight over the run;
+several bags are then replayed at once (up to that many), each into its own node under /eval<k> in the run's
+namespace. Records, the report and recorded outputs name topics without the run's namespace. Lock-step
+(bag_run) makes each request see the same frames on any machine, at any playback rate.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from cosmos_reasoner_ros.bag.files.integrity import check_bag
 from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.bag.files.topics import choose_topics
 from cosmos_reasoner_ros.bag.records import ResultRecord, record_from_msg
-from cosmos_reasoner_ros.bag.replay.bag_run import BagRun, BagRunInfo, PreparedBag, RunShared
+from cosmos_reasoner_ros.bag.replay.bag_run import BagRun, BagRunInfo, PreparedBag, RunShared, run_namespace
 from cosmos_reasoner_ros.bag.replay.node_process import NodeStarter, check_parameters, check_params_file
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, bag_label, schedule
 from cosmos_reasoner_ros.bag.replay.reachability import check_server
@@ -99,9 +102,11 @@ def evaluate_bags(
     """Replay each bag into a fresh reasoner_node and collect one record per goal, in the bags' order.
 
     Every bag is opened, its topics chosen and checked whole, and every trigger time checked, before any node
-    starts. With `options.in_flight` N > 1 (and no `start_node`), up to N bags play at once, each into its own
-    node under the namespace /eval<k>. start_node: how the node starts (e.g. `ros2 launch`); then bags play
-    one at a time under the bag's own topic names. None: `python -m cosmos_reasoner_ros.node` here."""
+    starts. Each node runs under the run's own namespace (run_namespace), the bag's topics and /clock played
+    there. With `options.in_flight` N > 1 (and no `start_node`), up to N bags play at once, each into its own
+    node under /eval<k> in it. start_node: how the node starts (e.g. `ros2 launch`); then bags play one at a
+    time under the bag's own topic names, into /reasoner_node. None: `python -m cosmos_reasoner_ros.node`
+    here."""
     from tqdm import tqdm
 
     from cosmos_reasoner_ros.bag.replay.lockstep import RequestGate
@@ -141,7 +146,15 @@ def evaluate_bags(
         try:
             with _ros() as (context, executor):
                 shared = RunShared(
-                    context, executor, RequestGate(options.in_flight), bar, options, out, start_node
+                    context,
+                    executor,
+                    RequestGate(options.in_flight),
+                    bar,
+                    options,
+                    out,
+                    start_node,
+                    namespace="" if start_node is not None else run_namespace(),
+                    several=len(bags) > 1,
                 )
 
                 def one(i: int) -> None:

@@ -1,5 +1,6 @@
 """The reasoner_node a replay starts: its parameters for the bag (camera topic, depth, media folder, lock-step
-diagnostics), its command line (with a namespace when several bags play at once), and the child process."""
+diagnostics), its command line (under the run's namespace, /eval<k> in it when several bags play at once), and
+the child process."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -284,7 +285,10 @@ def node_command(
     media_dir: Path,
     namespace: str = "",
     params_file: Path | None = None,
+    remap: Mapping[str, str] | None = None,
 ) -> list[str]:
+    """remap: the bag's topics as the player publishes them (under `namespace`): a topic a parameter names
+    absolutely (`-p handoff.camera_info_topic:=/camera/camera_info`) is remapped to where it is played."""
     params_file = params_file or options.params_file or default_params_file()
     cmd = [
         sys.executable,
@@ -298,6 +302,9 @@ def node_command(
         # /diagnostics and /clock are absolute: each replay's node gets its own.
         cmd += ["-r", f"__ns:={namespace}", "-r", f"/diagnostics:={namespace}/diagnostics"]
         cmd += ["-r", f"/clock:={namespace}/clock"]
+    for topic, played in (remap or {}).items():
+        if topic != played:
+            cmd += ["-r", f"{topic}:={played}"]
     if params_file is not None:
         cmd += ["--params-file", str(params_file)]
     for value in node_parameters(options, cameras, media_dir):

@@ -6,7 +6,7 @@ that the recording opens in Foxglove or RViz with the results beside the camera 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +44,18 @@ class Recorder:
         topics: Sequence[str],
         storage: str = "mcap",
         clock: Callable[[], int] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> None:
-        """clock: the log time of each received message in ns (default: the node's clock)."""
+        """clock: the log time of each received message in ns (default: the node's clock). names: the name
+        a topic is written under, where it is not its own (an evaluation's node runs under a namespace of its
+        run, its outputs are recorded under the names a user knows)."""
         if not topics:
             raise BagError("no topics to record")
         self.node = node
         self._clock = clock or (lambda: self.node.get_clock().now().nanoseconds)
         self._passthrough: dict[str, str] = {}
         self.topics = tuple(topics)
+        self._names = dict(names or {})
         self.store = typestore()
         self._lock = threading.Lock()
         self.writer = open_writer(out, storage)
@@ -83,11 +87,12 @@ class Recorder:
                 continue
             msgtype = graph[topic][0]
             ensure_type(self.store, msgtype)
+            name = self._names.get(topic, topic)
             with self._lock:
-                conn = self.writer.add_topic(topic, msgtype, self.store)
-            self.counts[topic] = 0
+                conn = self.writer.add_topic(name, msgtype, self.store)
+            self.counts[name] = 0
             self._subs[topic] = self.node.create_subscription(
-                message_class(msgtype), topic, self._callback(topic, conn), self._qos(topic), raw=True
+                message_class(msgtype), topic, self._callback(name, conn), self._qos(topic), raw=True
             )
             new.append(topic)
         return new
