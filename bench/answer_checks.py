@@ -26,7 +26,7 @@ from cosmos_reasoner_ros.handoff.ground_path import ground_path
 from cosmos_reasoner_ros.reasoner import TaskCatalog, parse_answer
 from cosmos_reasoner_ros.reasoner.completeness import whole_values
 from cosmos_reasoner_ros.reasoner.json_scan import json_values
-from cosmos_reasoner_ros.schema_samples import serialize, valid_values
+from cosmos_reasoner_ros.schemas.schema_samples import serialize, valid_values
 
 RESULT = BENCH_RESULTS / "answer_checks.json"
 

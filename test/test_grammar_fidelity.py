@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import grammar_backends, vllm_tier
 
-from cosmos_reasoner_ros import structured_output
-from cosmos_reasoner_ros.grammar_fidelity import (
+from cosmos_reasoner_ros.schemas import structured_output
+from cosmos_reasoner_ros.schemas.grammar_fidelity import (
     ACCEPTS_INVALID,
     ACCEPTS_NOT_UTF8,
     REFUSES_VALID,
@@ -36,14 +36,14 @@ from cosmos_reasoner_ros.grammar_fidelity import (
     judge,
     task_samples,
 )
-from cosmos_reasoner_ros.schema_samples import (
+from cosmos_reasoner_ros.schemas.schema_samples import (
     regex_sample,
     serialize,
     text_mutations,
     valid_values,
     value_mutations,
 )
-from cosmos_reasoner_ros.schema_validation import json_value, schema_errors, unsupported_keywords
+from cosmos_reasoner_ros.schemas.schema_validation import json_value, schema_errors, unsupported_keywords
 
 SHIPPED = {name: g.json_schema for name, g in structured_output.catalog_grammars().items()}
 # The clock pattern as it shipped before: xgrammar 0.2.6-0.2.9 took "92:3576".

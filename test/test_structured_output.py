@@ -14,9 +14,9 @@ import yaml
 from support import vllm_tier
 from support.paths import CACHE, ROOT
 
-from cosmos_reasoner_ros import structured_output
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.reasoner import TaskCatalog
+from cosmos_reasoner_ros.schemas import structured_output
 
 BACKEND_DIR = CACHE / "grammar-backends"
 # The temporal schema as it shipped before: its caption's {0,256} broke xgrammar 0.2.6-0.2.8 (vLLM 0.29-0.34).

@@ -36,8 +36,8 @@ from cosmos_reasoner_ros.reasoner import (
     TaskCatalog,
 )
 from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
+from cosmos_reasoner_ros.schemas.structured_output import BACKENDS, compile_check
 from cosmos_reasoner_ros.server import video_kwargs_mode, video_kwargs_refusals
-from cosmos_reasoner_ros.structured_output import BACKENDS, compile_check
 
 __all__ = ["Core"]
 

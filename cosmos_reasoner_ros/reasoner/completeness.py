@@ -23,7 +23,7 @@ from typing import Any
 
 from cosmos_reasoner_ros.errors import IncompleteAnswer, SchemaViolation
 from cosmos_reasoner_ros.reasoner.json_scan import decode_value
-from cosmos_reasoner_ros.schema_validation import schema_errors, unsupported_keywords
+from cosmos_reasoner_ros.schemas.schema_validation import schema_errors, unsupported_keywords
 
 __all__ = ["json_region", "open_tags", "whole_values"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.model_family import DEFAULT_FAMILY, family
 from cosmos_reasoner_ros.reasoner.tasks import RenderedTask
-from cosmos_reasoner_ros.structured_output import request_fields
+from cosmos_reasoner_ros.schemas.structured_output import request_fields
 
 if TYPE_CHECKING:
     from cosmos_reasoner_ros.clips import MediaRef

@@ -16,7 +16,7 @@ from typing import Any
 
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.package_files import config_file
-from cosmos_reasoner_ros.structured_output import merge_catalogs, read_catalog_file, schema_problems
+from cosmos_reasoner_ros.schemas.structured_output import merge_catalogs, read_catalog_file, schema_problems
 
 MEDIA_KINDS = ("video", "image")
 REASONING_FORMATS = ("think", "answer_tag")

@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cosmos_reasoner_ros.grammar_fidelity import (
+from cosmos_reasoner_ros.schemas.grammar_fidelity import (
     ACCEPTS_INVALID,
     ACCEPTS_NOT_UTF8,
     FidelityFailure,
     FidelityReport,
     fidelity_check,
 )
-from cosmos_reasoner_ros.structured_output import CompileFailure, TaskGrammar, catalog_grammars
+from cosmos_reasoner_ros.schemas.structured_output import CompileFailure, TaskGrammar, catalog_grammars
 
 from .errors import ConfigError
 from .settings import ServerSettings

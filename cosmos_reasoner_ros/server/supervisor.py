@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from cosmos_reasoner_ros.structured_output import TaskGrammar
+from cosmos_reasoner_ros.schemas.structured_output import TaskGrammar
 
 from . import container, watchdog
 from .announce import Announcer

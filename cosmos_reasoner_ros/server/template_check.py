@@ -7,7 +7,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from cosmos_reasoner_ros.structured_output import THINKING_OFF, TaskGrammar
+from cosmos_reasoner_ros.schemas.structured_output import THINKING_OFF, TaskGrammar
 
 from .errors import ConfigError
 from .http import api_key, post_json_unless_stopped, served_model

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosmos_reasoner_ros.structured_output import TaskGrammar, request_fields
+from cosmos_reasoner_ros.schemas.structured_output import TaskGrammar, request_fields
 
 from .http import api_key, post_json_unless_stopped, served_model
 from .settings import ServerSettings

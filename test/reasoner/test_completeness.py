@@ -22,7 +22,7 @@ from cosmos_reasoner_ros.errors import IncompleteAnswer, ParseError, SchemaViola
 from cosmos_reasoner_ros.reasoner import TaskCatalog
 from cosmos_reasoner_ros.reasoner.completeness import json_region, open_tags, whole_values
 from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, parse_answer
-from cosmos_reasoner_ros.schema_samples import serialize, valid_values
+from cosmos_reasoner_ros.schemas.schema_samples import serialize, valid_values
 
 CATALOG = TaskCatalog.load()
 STRUCTURED = sorted(n for n in CATALOG.names() if CATALOG.spec(n).json_schema is not None)

@@ -30,7 +30,7 @@ from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 from cosmos_reasoner_ros.requests.outcome import Outcome, RequestSpec
 from cosmos_reasoner_ros.requests.pipeline import Pipeline, PipelineSettings
-from cosmos_reasoner_ros.schema_samples import serialize, valid_values
+from cosmos_reasoner_ros.schemas.schema_samples import serialize, valid_values
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS

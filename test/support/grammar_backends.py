@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cosmos_reasoner_ros.structured_output import PROBE
+from cosmos_reasoner_ros.schemas.structured_output import PROBE
 from support import vllm_tier
 from support.paths import CACHE, ROOT
 

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from cosmos_reasoner_ros.errors import ServerUnavailable
-from cosmos_reasoner_ros.structured_output import probe_request, run_probe
+from cosmos_reasoner_ros.schemas.structured_output import probe_request, run_probe
 from support.paths import CACHE, ROOT, TOOLS
 from support.processes import LONG_LIVED_VAR, free_port
 

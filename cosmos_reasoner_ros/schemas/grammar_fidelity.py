@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosmos_reasoner_ros.schema_samples import (
+from cosmos_reasoner_ros.schemas.schema_samples import (
     UnsupportedPattern,
     serialize,
     text_mutations,
     valid_values,
     value_mutations,
 )
-from cosmos_reasoner_ros.schema_validation import json_value, schema_errors, unsupported_keywords
-from cosmos_reasoner_ros.structured_output import (
+from cosmos_reasoner_ros.schemas.schema_validation import json_value, schema_errors, unsupported_keywords
+from cosmos_reasoner_ros.schemas.structured_output import (
     BACKENDS,
     CompileReport,
     compile_report,
