@@ -37,7 +37,8 @@ from typing import Any
 from support.paths import BENCH_RESULTS, ROBOT_CLIP, ROOT, SHM_PROFILE
 from support.processes import bench_domain
 
-from cosmos_reasoner_ros.ros_compat import fastdds_profile, fastdds_profile_env, initialized
+from cosmos_reasoner_ros.bag.rclpy_compat import initialized
+from cosmos_reasoner_ros.ros_compat import fastdds_profile, fastdds_profile_env
 
 PROFILE = SHM_PROFILE
 CLIP = ROBOT_CLIP

@@ -2,7 +2,7 @@
 release robots run, and Kilted; Humble's Python 3.10 is the language floor).
 
 - `rclpy.init()` is a context manager only from Kilted on (Jazzy's returns None): `initialized()` is one for
-  both.
+  both (bag/rclpy_compat.py).
 - Fast DDS 2 (Jazzy, Humble) reads its XML profile from `FASTRTPS_DEFAULT_PROFILES_FILE` only; Fast DDS 3
   (Kilted on) from `FASTDDS_DEFAULT_PROFILES_FILE`, and from the old name too with a deprecation warning in
   every process: `fastdds_profile_env()` names the file in the variable this distribution reads.
@@ -15,19 +15,20 @@ release robots run, and Kilted; Humble's Python 3.10 is the language floor).
   whose clock stands still keeps results meanwhile; at `--rate 4` 900 s of bag time pass in 225 s).
 - A subscription callback of two parameters gets each message's info (its publisher's sequence number, with
   rmw_fastrtps) from rclpy 4 (Iron) on; Humble's rclpy calls with the message only:
-  `with_message_info(callback)` is a callback rclpy calls either way, the sequence None where none comes.
+  `with_message_info(callback)` is a callback rclpy calls either way, the sequence None where none comes
+  (node/rclpy_compat.py).
 
-Used by the ROS edge (node/) and the bag tools only; the core never imports it (import-linter's contract).
+This module holds the facts that need no rclpy (the distribution, its Fast DDS, the result retention); the two
+bridges that call rclpy live with the code that uses them, in node/ and bag/, the only folders that import
+rclpy.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 __all__ = [
     "FASTDDS_PROFILE_VARIABLES",
@@ -35,9 +36,7 @@ __all__ = [
     "fast_dds_major",
     "fastdds_profile",
     "fastdds_profile_env",
-    "initialized",
     "ros_distro",
-    "with_message_info",
 ]
 
 # Fast DDS 3 (Kilted on) reads the first, Fast DDS 2 (Jazzy, Humble) only the second.
@@ -77,31 +76,3 @@ def fastdds_profile_env(profile: Path | str, environ: Mapping[str, str] | None =
 def fastdds_profile(environ: Mapping[str, str]) -> str:
     """The profile file a process with this environment uses, whichever variable names it ('' if none)."""
     return next((environ[name] for name in FASTDDS_PROFILE_VARIABLES if environ.get(name)), "")
-
-
-def with_message_info(callback: Callable[[Any, int | None], None]) -> Callable[..., None]:
-    """A subscription callback taking (message, publisher sequence number or None), as rclpy calls it."""
-    from rclpy.subscription import Subscription
-
-    if not hasattr(getattr(Subscription, "CallbackType", None), "WithMessageInfo"):  # Humble
-        return lambda msg: callback(msg, None)
-
-    def with_info(msg: Any, info: Any) -> None:
-        sequence = info.get("publication_sequence_number") if isinstance(info, dict) else None
-        # rmw implementations without sequence numbers report 0 or the maximum (RMW_MESSAGE_INFO_SEQUENCE_...)
-        callback(msg, sequence if isinstance(sequence, int) and 0 < sequence < 2**63 else None)
-
-    return with_info
-
-
-@contextmanager
-def initialized(**kwargs: Any) -> Iterator[None]:
-    """`rclpy.init(**kwargs)` for the block, and its shutdown after it (Kilted's `with rclpy.init():`)."""
-    import rclpy
-    from rclpy.utilities import try_shutdown
-
-    rclpy.init(**kwargs)
-    try:
-        yield
-    finally:
-        try_shutdown(context=kwargs.get("context"))

@@ -10,12 +10,12 @@ from importlib import metadata
 import pytest
 from support.paths import ROOT
 
+from cosmos_reasoner_ros.bag.rclpy_compat import initialized
 from cosmos_reasoner_ros.ros_compat import (
     FASTDDS_PROFILE_VARIABLES,
     fast_dds_major,
     fastdds_profile,
     fastdds_profile_env,
-    initialized,
 )
 
 RCLPY_MAJOR = {"jazzy": 7, "kilted": 9}  # ros-rclpy 7.1.6 (Jazzy), 9.1.2 (Kilted)

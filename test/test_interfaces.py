@@ -19,7 +19,8 @@ from sensor_msgs.msg import Image
 from support.interface_samples import sample_result
 from support.processes import module_cmd, ros_env
 
-from cosmos_reasoner_ros.ros_compat import fastdds_profile_env, initialized
+from cosmos_reasoner_ros.bag.rclpy_compat import initialized
+from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 
 HERE = Path(__file__).resolve().parent
 PROFILE = HERE.parent / "config" / "fastdds_shm.xml"

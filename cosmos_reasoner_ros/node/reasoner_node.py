@@ -54,6 +54,7 @@ from cosmos_reasoner_ros.node.intake import RequestIntake, instruction_from_cdr
 from cosmos_reasoner_ros.node.lifecycle_services import LifecycleServices
 from cosmos_reasoner_ros.node.outputs import ResultOutputs
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, read_config, secret_problems
+from cosmos_reasoner_ros.node.rclpy_compat import with_message_info
 from cosmos_reasoner_ros.node.reason_action import ReasonActionServer
 from cosmos_reasoner_ros.node.request_gate import RequestGate
 from cosmos_reasoner_ros.node.ros_conversion import (
@@ -64,7 +65,6 @@ from cosmos_reasoner_ros.node.ros_conversion import (
 from cosmos_reasoner_ros.node.service_replies import AnswerCount, always_answer
 from cosmos_reasoner_ros.reasoner import ReasonerClient
 from cosmos_reasoner_ros.requests import Job, Outcome, Pipeline, RequestScheduler
-from cosmos_reasoner_ros.ros_compat import with_message_info
 
 __all__ = ["ConfigError", "ReasonerNode"]
 

@@ -537,7 +537,7 @@ import sys, rclpy
 {block}
 from rclpy.parameter import Parameter
 from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode
-from cosmos_reasoner_ros.ros_compat import initialized
+from cosmos_reasoner_ros.bag.rclpy_compat import initialized
 with initialized():
     node = ReasonerNode(parameter_overrides=[Parameter(k, value=v) for k, v in {params!r}.items()])
     print("handoff:", type(node.handoff).__name__, "nav2_msgs imported:", "nav2_msgs" in sys.modules)

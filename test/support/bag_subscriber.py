@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from cosmos_reasoner_ros.ros_compat import initialized
+from cosmos_reasoner_ros.bag.rclpy_compat import initialized
 
 
 def _stamp(data: bytes) -> int:

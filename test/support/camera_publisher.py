@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosmos_reasoner_ros.ros_compat import initialized
+from cosmos_reasoner_ros.bag.rclpy_compat import initialized
 from support.paths import ROBOT_CLIP
 from support.processes import module_cmd, ros_env
 

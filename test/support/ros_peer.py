@@ -11,7 +11,7 @@ from cosmos_reasoner_ros.msg import ReasonerResult
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image
 
-from cosmos_reasoner_ros.ros_compat import initialized
+from cosmos_reasoner_ros.bag.rclpy_compat import initialized
 from support.interface_samples import sample_result
 
 

@@ -71,8 +71,8 @@ def main(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
+    from cosmos_reasoner_ros.bag.rclpy_compat import initialized
     from cosmos_reasoner_ros.bag.replay.play import Player, PlayOptions, parse_remap
-    from cosmos_reasoner_ros.ros_compat import initialized
 
     options = PlayOptions(
         rate=args.rate,

@@ -38,9 +38,9 @@ def main(args: argparse.Namespace) -> int:
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
+    from cosmos_reasoner_ros.bag.rclpy_compat import initialized
     from cosmos_reasoner_ros.bag.replay.play import topic_name_problem
     from cosmos_reasoner_ros.bag.replay.record import Recorder, default_topics
-    from cosmos_reasoner_ros.ros_compat import initialized
 
     if problem := _node_name_problem(args.node_name):
         raise BagError(problem)
