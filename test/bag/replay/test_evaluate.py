@@ -5,7 +5,6 @@ from recorded results; bad input exits with 2."""
 from __future__ import annotations
 
 import json
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -411,16 +410,17 @@ def test_trigger_outside_the_bag_exits_2(
 
 
 @pytest.mark.ros
-def test_a_replay_beside_another_node_of_its_name_is_refused_before_any_goal(
+def test_a_replay_beside_another_node_of_its_name_runs_in_its_own_namespace(
     robot_bag: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], harness_factory: Any
 ) -> None:
-    """Another /reasoner_node on the domain (left running, another session's) would accept some goals, whose
-    results never come: the replay stops at once with what it saw, asking nothing of either node."""
+    """Another /reasoner_node on the domain (left running, another session's, a previous run's still in
+    discovery: issue 38, finding 9). Before, the replay was refused ("2 servers of
+    /reasoner_node/reason/_action/send_goal"); each run now replays under a namespace of its own, so the other
+    node takes none of its goals and the run asks the server exactly its one question."""
     from support.node_harness import base_params
 
     with ScriptedServer() as server:
         harness_factory(base_params(server.base_url, tmp_path / "stale_media"))
-        started = time.monotonic()
         rc = main(
             [
                 "evaluate",
@@ -438,12 +438,11 @@ def test_a_replay_beside_another_node_of_its_name_is_refused_before_any_goal(
                 "60",
             ]
         )
-        took = time.monotonic() - started
-        assert server.requests == []
+        asked = len(server.requests)
     err = capsys.readouterr().err
-    assert rc == 2, err[-3000:]
-    assert "2 servers of /reasoner_node/reason/_action/send_goal on ROS domain" in err, err[-3000:]
-    assert "Traceback" not in err and took < 60
+    assert rc == 0, err[-3000:]
+    assert asked == 1, err[-3000:]
+    assert "Traceback" not in err
 
 
 @pytest.mark.ros
