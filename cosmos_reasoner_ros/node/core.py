@@ -37,7 +37,7 @@ from cosmos_reasoner_ros.reasoner import (
 )
 from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
 from cosmos_reasoner_ros.schemas.structured_output import BACKENDS, compile_check
-from cosmos_reasoner_ros.server import video_kwargs_mode, video_kwargs_refusals
+from cosmos_reasoner_ros.vllm_releases import video_kwargs_mode, video_kwargs_refusals
 
 __all__ = ["Core"]
 

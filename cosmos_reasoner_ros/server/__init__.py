@@ -18,8 +18,8 @@ from cosmos_reasoner_ros.server.detect import DetectedVersion, detect_version
 from cosmos_reasoner_ros.server.errors import SupervisorError
 from cosmos_reasoner_ros.server.settings import ServerSettings, load_settings
 from cosmos_reasoner_ros.server.supervisor import Supervisor
-from cosmos_reasoner_ros.server.versions import VIDEO_KWARGS_MODES, video_kwargs_mode, video_kwargs_refusals
 from cosmos_reasoner_ros.server.watchdog import group_members
+from cosmos_reasoner_ros.vllm_releases import VIDEO_KWARGS_MODES, video_kwargs_mode, video_kwargs_refusals
 
 __all__ = [
     "VIDEO_KWARGS_MODES",

@@ -28,10 +28,10 @@ from cosmos_reasoner_ros.schemas.grammar_fidelity import (
     fidelity_check,
 )
 from cosmos_reasoner_ros.schemas.structured_output import CompileFailure, TaskGrammar, catalog_grammars
+from cosmos_reasoner_ros.vllm_releases import xgrammar_compact_separators
 
 from .errors import ConfigError
 from .settings import ServerSettings
-from .versions import xgrammar_compact_separators
 
 __all__ = ["GrammarCheck", "structured_tasks"]
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_reasoner_ros.schemas.structured_output import TaskGrammar, request_fields
+from cosmos_reasoner_ros.vllm_releases import video_kwargs_mode
 
 from .http import api_key, post_json_unless_stopped, served_model
 from .settings import ServerSettings
-from .versions import video_kwargs_mode
 
 __all__ = ["Warmup"]
 
