@@ -137,7 +137,10 @@ def evaluate_bags(
             last = max(spans[t][1] for t in ready.choice.topics if t in spans)
             end_s = options.end_s((last - ready.reader.start_ns) / 1e9)
             total += len(schedule(end_s, options.goal_list(), options.start_s))
-        check_server(options)  # one readiness request (within wait_for_server_s) before any node starts
+        if start_node is None:  # one readiness request (within wait_for_server_s) before any node starts
+            check_server(options)
+        # A starter (the demo's `ros2 launch`) may start the server itself, beside the node: the node's own
+        # readiness wait covers it (the demo failed here: its vLLM was not up 10 s before the launch began).
         out.mkdir(parents=True, exist_ok=True)
         concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))
         namespaced = start_node is None and len(bags) > 1
