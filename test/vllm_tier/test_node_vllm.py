@@ -245,6 +245,10 @@ def test_killed_server_mid_request_gives_one_error_then_the_restarted_server_ans
             lambda f=future: f.result() if f.done() else None, KILL_REQUEST_TIMEOUT_S, "the goal's result"
         )
         result = done.result.result
+        if generated is None and result.success and round_ < 2:
+            # The whole answer came before the killer saw it decode (CI, both sections at once: its /metrics
+            # scrape stood still for the 12.5 s of a 2,002-token answer). Nothing was killed: another round.
+            continue
         # What became of the request when vLLM never decoded it: the failure names it.
         assert generated is not None, (
             f"round {round_}: no request decoded 32 tokens within {KILL_REQUEST_TIMEOUT_S} s; the goal ended "
