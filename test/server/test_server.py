@@ -2077,20 +2077,25 @@ def test_launch_gives_the_supervisor_more_than_its_own_stop_budget() -> None:
     assert ServerSettings().stop_grace_s + 5.0 <= launch_config.SUPERVISOR_SIGTERM_TIMEOUT_S
 
 
-_STOP_STORM = textwrap.dedent(
-    """
-    import os, random, signal, sys, threading, time
-    from cosmos_reasoner_ros.server import cli
+# What both signal scripts below run _serve with: run() waits on its stop Event without pause, as the
+# supervisor's loops do.
+_BUSY = """
+import os, random, signal, sys, threading, time
+from cosmos_reasoner_ros.server import cli
 
-    class Busy:  # run() waits on its stop Event without pause, as the supervisor's loops do
-        def __init__(self):
-            self.event = threading.Event()
-        def stop(self, reason=""):
-            self.event.set()
-        def run(self):
-            while not self.event.wait(0):
-                pass
-            return 0
+class Busy:
+    def __init__(self):
+        self.event = threading.Event()
+    def stop(self, reason=""):
+        self.event.set()
+    def run(self):
+        while not self.event.wait(0):
+            pass
+        return 0
+"""
+
+_STOP_STORM = _BUSY + textwrap.dedent(
+    """
 
     def sigterm_soon():  # at a random moment once _serve's handler is there (a busy machine can delay it)
         while not callable(signal.getsignal(signal.SIGTERM)):
@@ -2117,20 +2122,8 @@ def test_sigterm_never_deadlocks_the_supervisors_stop() -> None:
     assert proc.returncode == 0 and "stopped every time" in proc.stdout, proc.stdout + proc.stderr
 
 
-_FLOOD = textwrap.dedent(
+_FLOOD = _BUSY + textwrap.dedent(
     """
-    import os, signal, sys, threading, time
-    from cosmos_reasoner_ros.server import cli
-
-    class Busy:  # run() waits on its stop Event without pause, as the supervisor's loops do
-        def __init__(self):
-            self.event = threading.Event()
-        def stop(self, reason=""):
-            self.event.set()
-        def run(self):
-            while not self.event.wait(0):
-                pass
-            return 0
 
     def flood():  # alternating SIGTERM and SIGINT as fast as they go, once _serve's handler is there
         while not callable(signal.getsignal(signal.SIGTERM)):
