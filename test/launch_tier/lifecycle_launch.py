@@ -64,11 +64,18 @@ def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
 
 
 def lifecycle(*args: str) -> str:
-    """`ros2 lifecycle ARGS --no-daemon`, retried: a fresh CLI process may not have discovered the node."""
-    deadline = time.monotonic() + 30.0
+    """`ros2 lifecycle ARGS --no-daemon`, retried: a fresh CLI process may not have discovered the node.
+
+    Without a daemon the CLI spins only `--spin-time` (0.5 s by default) for discovery before it lists nodes;
+    on a busy machine (CI runs two suites side by side on 2 cores) that is too short often enough that 30 s of
+    retries all said "Node not found". Each try spins 3 s, and the tries go on for 90 s."""
+    deadline = time.monotonic() + 90.0
     while True:
         done = subprocess.run(
-            launch_tools.ros2("lifecycle", *args, "--no-daemon"), capture_output=True, text=True, timeout=60
+            launch_tools.ros2("lifecycle", *args, "--no-daemon", "--spin-time", "3"),
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if done.returncode == 0 and "not found" not in done.stdout + done.stderr:
             return done.stdout
