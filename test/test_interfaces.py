@@ -122,3 +122,21 @@ def test_shm_profile_delivers_720p_at_30hz_best_effort_without_loss() -> None:
         node.destroy_node()
     assert sizes == {1280 * 720 * 3}
     assert seen == set(range(count)), f"lost {sorted(set(range(count)) - seen)}"
+
+
+def test_the_handoff_gate_names_are_the_messages_constants_in_order() -> None:
+    """HandoffGate.msg's NAME_* constants and handoff.gates.GATE_NAMES are one list: a gate added on one side
+    only would reach a planner as a name its message does not define (or never be produced)."""
+    from cosmos_reasoner_ros.msg import HandoffGate
+
+    from cosmos_reasoner_ros.handoff import GATE_NAMES
+
+    source = (HERE.parent / "msg" / "HandoffGate.msg").read_text()
+    in_file = [
+        line.split("=")[1].split("#")[0].strip().strip('"')
+        for line in source.splitlines()
+        if line.startswith("string NAME_")
+    ]
+    constants = {v for k, v in vars(HandoffGate).items() if k.startswith("NAME_") and isinstance(v, str)}
+    assert in_file == list(GATE_NAMES)
+    assert constants == set(GATE_NAMES)
