@@ -36,9 +36,13 @@ from cosmos_reasoner_ros.errors import (
     RequestTimeout,
     ServerTooSlow,
     ServerUnavailable,
-    credentials_problem,
+)
+from cosmos_reasoner_ros.parameters.server_url import (
+    DEFAULT_SERVER_URL,
+    normalise_server_url,
+    server_root,
+    server_url_problem,
     shown_url,
-    url_has_credentials,
 )
 from cosmos_reasoner_ros.reasoner import connections
 from cosmos_reasoner_ros.reasoner.answer_stream import Accumulator, Completion, max_tokens_of
@@ -73,7 +77,7 @@ STREAM_TAIL_S = 0.5
 
 @dataclasses.dataclass(frozen=True)
 class ClientSettings:
-    base_url: str = "http://127.0.0.1:8000/v1"
+    base_url: str = DEFAULT_SERVER_URL
     model: str = ""  # empty: the first model the server lists on /v1/models
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key ("EMPTY" when unset)
     connect_timeout_s: float = 5.0
@@ -98,10 +102,9 @@ class ClientSettings:
     health_timeout_s: float = 2.0
 
     def __post_init__(self) -> None:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {shown_url(self.base_url)}")
-        if url_has_credentials(self.base_url):  # they would go as Basic auth, not the key as a bearer token
-            raise ValueError(credentials_problem("base_url", self.base_url))
+        # (credentials would go as Basic auth, not the key as a bearer token; file:// would open local files)
+        if problem := server_url_problem(self.base_url):
+            raise ValueError(f"base_url: {problem}")
         if (
             min(self.connect_timeout_s, self.read_timeout_s) <= 0
             or self.max_retries < 0
@@ -136,8 +139,7 @@ class ClientSettings:
     @property
     def server_url(self) -> str:
         """The server root (where vLLM's /health lives): base_url without its trailing /v1."""
-        url = self.base_url.rstrip("/")
-        return url[: -len("/v1")] if url.endswith("/v1") else url
+        return server_root(self.base_url)
 
 
 class ReasonerClient:
@@ -174,7 +176,7 @@ class ReasonerClient:
         """The URL health() reads now: {server}/health, or {base_url}/models on a server without /health."""
         if self._readiness == "/health":
             return self.settings.server_url + "/health"
-        return self.settings.base_url.rstrip("/") + "/models"
+        return normalise_server_url(self.settings.base_url) + "/models"
 
     def health(self) -> bool:
         """Whether the server is ready, each probe within health_timeout_s: GET {server}/health answers 200
@@ -215,7 +217,9 @@ class ReasonerClient:
     def _models_ready(self) -> bool:
         """GET {base_url}/models (with the API key, as the SDK sends it) answers 200 with a model list that is
         not empty (a server still loading lists none or refuses)."""
-        url = self.settings.base_url.rstrip("/") + "/models"  # http(s) only: checked in ClientSettings
+        url = (
+            normalise_server_url(self.settings.base_url) + "/models"
+        )  # http(s) only: checked in ClientSettings
         request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._sdk.api_key}"})  # noqa: S310
         timeout = self.settings.health_timeout_s
         try:

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from cosmos_reasoner_ros.errors import credentials_problem, shown_url
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, config_file
+from cosmos_reasoner_ros.parameters.server_url import server_root, server_url_problem
 
 from .container_settings import mount_problem, parse_container
 from .errors import ConfigError
@@ -174,12 +174,8 @@ class ServerSettings:
             problems.append("executable: empty")
         if self.mode == "external" and not self.server_url:
             problems.append("server_url: needed in mode external")
-        if self.server_url and not self.server_url.startswith(("http://", "https://")):
-            problems.append(
-                f"server_url: must start with http:// or https://, got {shown_url(self.server_url)}"
-            )
-        if credentials_problem("server_url", self.server_url):
-            problems.append(credentials_problem("server_url", self.server_url))
+        if self.server_url and (problem := server_url_problem(self.server_url)):
+            problems.append(f"server_url: {problem}")
         problems += _number_problems(self)
         problems += _container_problems(self)
         if self.gpus and not all(g.strip().isdigit() for g in self.gpus.split(",")):
@@ -193,8 +189,7 @@ class ServerSettings:
     def url(self) -> str:
         """Root URL of the server (where /health lives)."""
         if self.server_url:
-            url = self.server_url.rstrip("/")
-            return url[: -len("/v1")] if url.endswith("/v1") else url
+            return server_root(self.server_url)
         return f"http://{self.host}:{self.port}"
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.files.reader import storage_files
 from cosmos_reasoner_ros.bag.safe_paths import printable
-from cosmos_reasoner_ros.errors import credentials_problem
+from cosmos_reasoner_ros.parameters.server_url import DEFAULT_SERVER_URL
+from cosmos_reasoner_ros.parameters.server_url import server_url_problem as url_rule_problem
 
 __all__ = [
     "EvalOptions",
@@ -137,7 +138,7 @@ def bag_label(path: Path) -> str:
 
 @dataclass(frozen=True)
 class EvalOptions:
-    server_url: str = "http://127.0.0.1:8000/v1"
+    server_url: str = DEFAULT_SERVER_URL
     tasks: tuple[TaskSpec, ...] = (TaskSpec("next_action"),)
     period_s: float = 2.0  # [s of bag time] trigger period; ignored when `at_s` is given
     at_s: tuple[float, ...] = ()  # [s from the recording's start: its first message, any topic] trigger times
@@ -189,9 +190,9 @@ class EvalOptions:
 
 
 def server_url_problem(value: object, where: str, parse: bool = False) -> str:
-    """The problem of a server URL with credentials (user:password@) given to the replayed node, named by
-    where it was set and never quoted with its secret; "" when there is none. parse: `value` is YAML text (a
-    `-p` value)."""
+    """The problem of a server URL given to the replayed node (parameters.server_url: not http(s), or with
+    credentials), named by where it was set and never quoted with its secret; "" when there is none or the
+    value is no text (the node names that). parse: `value` is YAML text (a `-p` value)."""
     if parse and isinstance(value, str):
         import contextlib
 
@@ -201,4 +202,5 @@ def server_url_problem(value: object, where: str, parse: bool = False) -> str:
             value = yaml.safe_load(value)
     if not isinstance(value, str):
         return ""
-    return credentials_problem(where, value)
+    problem = url_rule_problem(value)
+    return f"{where}: {problem}" if problem else ""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
-from cosmos_reasoner_ros.errors import credentials_problem
+from cosmos_reasoner_ros.parameters.server_url import server_url_problem
 from cosmos_reasoner_ros.reasoner import split_reasoning
 
 __all__ = ["JudgeAnswer", "JudgeSettings", "TextJudge", "judge_prompt", "read_verdict"]
@@ -30,10 +30,8 @@ class JudgeSettings:
     workers: int = 4  # questions in flight at once
 
     def __post_init__(self) -> None:
-        if not self.url.startswith(("http://", "https://")):
-            raise BagError("--judge-url must be an http:// or https:// URL")
-        if problem := credentials_problem("--judge-url", self.url):
-            raise BagError(problem)
+        if problem := server_url_problem(self.url):
+            raise BagError(f"--judge-url: {problem}")
         if not self.timeout_s > 0 or self.max_tokens < 1 or self.workers < 1:
             raise BagError("the judge's timeout, max_tokens and workers must be positive")
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cosmos_reasoner_ros.parameters.server_url import DEFAULT_SERVER_URL
+
 __all__ = ["add_checks", "add_run", "add_topics"]
 
 
@@ -50,7 +52,7 @@ def add_checks(p: argparse.ArgumentParser) -> None:
 
 
 def add_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server-url", default="http://127.0.0.1:8000/v1")
+    p.add_argument("--server-url", default=DEFAULT_SERVER_URL)
     p.add_argument("--timeout", type=float, default=120.0, help="[s] to wait for outstanding answers")
     p.add_argument("--image-format", default="jpg", choices=["jpg", "png"])
     p.add_argument("--no-progress", action="store_true")
