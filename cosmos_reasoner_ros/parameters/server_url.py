@@ -7,6 +7,8 @@ with the same words. It imports nothing of the package: it sits on the bottom fl
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "DEFAULT_SERVER_URL",
     "REDACTED",
@@ -21,6 +23,7 @@ DEFAULT_SERVER_URL = "http://127.0.0.1:8000/v1"  # vLLM's OpenAI-compatible API 
 REDACTED = "<redacted>"
 _SCHEMES = ("http://", "https://")  # never file:// or others: urlopen would open local files
 _API_SUFFIX = "/v1"
+_WELL_FORMED = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]")  # a scheme, then an authority
 _SHOWN_CHARS = 200  # characters of a URL an error message quotes at most
 
 
@@ -34,12 +37,18 @@ def url_has_credentials(url: str) -> bool:
 
 def shown_url(url: str) -> str:
     """A URL as an error message or a log may show it: its repr, the credentials replaced (up to the last '@'
-    of the authority, as a password may hold '@'), the rest a bounded prefix."""
+    of the authority, as a password may hold '@'), the rest a bounded prefix. A malformed URL loses all up to
+    its last '@' before any query (`http:/user:password@host`): a typo must not put a secret in a log."""
     scheme, sep, rest = url.partition("://")
-    if sep and url_has_credentials(url):
+    if not _WELL_FORMED.match(url):
+        end = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+        at = url.rfind("@", 0, end)
+        text = url if at < 0 else REDACTED + url[at:]
+    elif url_has_credentials(url):
         host_part, slash, path = rest.partition("/")
-        rest = REDACTED + "@" + host_part.rsplit("@", 1)[1] + slash + path
-    text = scheme + sep + rest
+        text = scheme + sep + REDACTED + "@" + host_part.rsplit("@", 1)[1] + slash + path
+    else:
+        text = url
     if len(text) <= _SHOWN_CHARS:
         return repr(text)
     return f"{text[:_SHOWN_CHARS]!r}... ({len(text)} characters)"

@@ -30,7 +30,7 @@ _SECRET_NAME = re.compile(
     re.I,
 )
 # Greedy to the last '@' before the path: a password may hold '@' (`http://u:p@ss@host` keeps nothing of it),
-# as errors.shown_url splits at the last one.
+# as parameters.server_url.shown_url splits at the last one.
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]+@")
 _SECRET_FLAGS = ("--api-key",)
 

@@ -652,8 +652,8 @@ def test_harmless_settings_are_shown_and_urls_lose_their_credentials(
 )
 def test_a_password_holding_at_signs_is_redacted_whole_as_errors_show_it(url: str) -> None:
     """Before: the redaction stopped at the first '@' and showed the rest of the password
-    (`http://<redacted>@ss@host`), while errors.shown_url splits at the last one."""
-    from cosmos_reasoner_ros.errors import shown_url
+    (`http://<redacted>@ss@host`), while parameters.server_url.shown_url splits at the last one."""
+    from cosmos_reasoner_ros.parameters.server_url import shown_url
 
     host = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[1]
     shown = command.redacted_urls(f"HTTPS_PROXY={url} and more")
