@@ -145,6 +145,8 @@ def settings_problems(
     for record in HANDOFF_RECORDS:
         if record is not _MODE and (problem := record.problem(getattr(settings, record.name))):
             problems.append(f"{PREFIX}{record.name}: {problem}")
+    if any(r.type_problem(getattr(settings, r.name)) is not None for r in HANDOFF_RECORDS):
+        return problems  # the rules below read each value as its type
     if not settings.camera_height_m > 0:
         problems.append(
             f"{PREFIX}camera_height_m: set it to the camera's optical centre above the ground (> 0 m): the "

@@ -183,13 +183,20 @@ def validate(cfg: NodeConfig) -> list[str]:
     for c in cfg.cameras:
         if not c.name or not c.name.replace("_", "").isalnum() or not c.name.isascii():
             problems.append(f"cameras: {c.name!r} is not a valid name (ASCII letters, digits, underscores)")
+        for record in CAMERA_RECORDS:
+            if (problem := record.problem(getattr(c, record.name))) is not None:
+                problems.append(f"camera.{c.name}.{record.name}: {problem}")
         if bool(c.depth_topic) != bool(c.camera_info_topic):
             problems.append(
                 f"camera.{c.name}: depth_topic and camera_info_topic go together (set both or none)"
             )
-    for name, record in NODE_PARAMETERS.items():
-        if name != "cameras" and (problem := record.problem(getattr(cfg, name))) is not None:
-            problems.append(f"{name}: {problem}")
+    records = [r for r in NODE_RECORDS if r.name != "cameras"]
+    mistyped = [r.name for r in records if r.type_problem(getattr(cfg, r.name)) is not None]
+    for record in records:
+        if (problem := record.problem(getattr(cfg, record.name))) is not None:
+            problems.append(f"{record.name}: {problem}")
+    if mistyped:  # the rules below read each value as its type (rclpy's declared types make this rare)
+        return problems
     if 0 < cfg.trigger_period_s < MIN_TRIGGER_PERIOD_S:
         problems.append(
             f"trigger_period_s: must be 0 (off) or at least {MIN_TRIGGER_PERIOD_S} s, "
