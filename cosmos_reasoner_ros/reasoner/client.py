@@ -366,27 +366,22 @@ class ReasonerClient:
         # cutting its connection (the worker's read returns at once, and a streaming server stops generating).
         events: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=_QUEUE_CHUNKS)
         abort = threading.Event()
-        kwargs: dict[str, Any] = {"model": model, "messages": request.messages, **request.params}
-        if stream:
-            kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
         max_tokens = max_tokens_of(request)
         max_chars = max_tokens * self.settings.max_chars_per_token
         wire = (
             max_tokens * _STREAM_BYTES_PER_TOKEN if stream else max_chars * _BODY_BYTES_PER_CHAR
         ) + _WIRE_SLACK_BYTES
         line = connections.Line(wire)
-        sent = time.monotonic()
         pace = PaceWatch(
             self.settings.pace,
             max_tokens,
-            sent,
+            time.monotonic(),
             streamed=stream,
             headers_within_s=self.settings.read_timeout_s,
         )
         worker = threading.Thread(
             target=self._work,
-            args=(kwargs, stream, events, abort, line),
+            args=(_request_kwargs(request, model, stream), stream, events, abort, line),
             name="reasoner-request",
             daemon=True,
         )
@@ -395,18 +390,7 @@ class ReasonerClient:
         finished_at: float | None = None  # when every choice had its finish reason: the answer is whole
         try:
             while True:
-                if cancel is not None and cancel.is_set():
-                    raise RequestCancelled("cancelled while the request was in flight")
-                left = self._deadline_left(start)
-                if left <= 0 and finished_at is None:
-                    limit = self.settings.total_timeout_s
-                    raise RequestTimeout(f"no complete answer within {limit:g} s, the request's total limit")
-                tail_ends = math.inf if finished_at is None else finished_at + STREAM_TAIL_S
-                tail_left = tail_ends - time.monotonic()
-                try:  # what is queued is taken first, also past a bound (a stalled watcher loses nothing)
-                    kind, payload = events.get(timeout=max(0.0, min(_POLL_S, left, tail_left)))
-                except queue.Empty:
-                    kind, payload = "", None
+                kind, payload = self._next_event(events, cancel, start, finished_at)
                 now = time.monotonic()
                 if finished_at is not None:  # the answer is whole: only its usage is waited for
                     if kind == "chunk":
@@ -417,54 +401,76 @@ class ReasonerClient:
                     continue
                 pace.look(now)
                 if kind == "chunk":
-                    # The text is copied for on_text once a chunk: quadratic in the chunks, which the line's
-                    # byte limit bounds (about 1 s of copying for the worst a server can send under it).
-                    grew = False
-                    try:
-                        for chars in acc.add(payload, now - start):
-                            pace.text(now, chars)
-                            grew = True
-                    finally:  # past the size bound too: the text up to the bound is the partial answer
-                        if (grew or acc.over) and on_text is not None:
-                            on_text(acc.partial_text())
+                    _take_chunk(acc, pace, payload, now, now - start, on_text)
                     if acc.finished:
                         finished_at = now
                         if acc.usage_seen:  # the finish chunk carried the usage: nothing more to wait for
                             return acc.finish(now - start)
                         continue  # its pace no longer matters
                 elif kind:
-                    if kind == "response":
-                        return acc.from_response(payload, now - start)
-                    if kind == "end":
-                        try:
-                            return acc.finish(now - start)
-                        except ServerUnavailable as ended:
-                            raise (
-                                grammar_failure(request, ended, acc.started, self.health) or ended
-                            ) from None
-                    if isinstance(payload, ReasonerError):  # kind == "error": the line's byte limit
-                        raise payload
-                    failure = classify(payload, self.settings.base_url, mid_stream=acc.started)
-                    raise grammar_failure(request, failure, acc.started, self.health) or failure from payload
-                if line.headers_received:
-                    pace.body_started(now)
-                problem = pace.problem()
-                if problem is not None:
-                    by_read_timeout = (
-                        problem.bound == "first_token" and self.settings.first_token_by_read_timeout
-                    )
-                    if by_read_timeout or problem.bound == "read_timeout":
-                        raise RequestTimeout(
-                            f"{problem} (request_timeout_s; {line.received} bytes of answer received, "
-                            "none a token); the request was cut and its connection closed"
-                        )
-                    raise ServerTooSlow(
-                        f"the server is too slow: {problem} ({line.received} bytes of answer received); "
-                        "the request was cut and its connection closed"
-                    )
+                    return self._last_event(kind, payload, acc, request, now - start)
+                self._check_pace(pace, line, now)
         finally:
             abort.set()
             line.cut()
+
+    def _next_event(
+        self,
+        events: queue.Queue[tuple[str, Any]],
+        cancel: threading.Event | None,
+        start: float,
+        finished_at: float | None,
+    ) -> tuple[str, Any]:
+        """The worker's next event, ("", None) when none came within the poll; raises when the request was
+        cancelled or ran past its total limit before its answer was whole."""
+        if cancel is not None and cancel.is_set():
+            raise RequestCancelled("cancelled while the request was in flight")
+        left = self._deadline_left(start)
+        if left <= 0 and finished_at is None:
+            limit = self.settings.total_timeout_s
+            raise RequestTimeout(f"no complete answer within {limit:g} s, the request's total limit")
+        tail_ends = math.inf if finished_at is None else finished_at + STREAM_TAIL_S
+        tail_left = tail_ends - time.monotonic()
+        try:  # what is queued is taken first, also past a bound (a stalled watcher loses nothing)
+            return events.get(timeout=max(0.0, min(_POLL_S, left, tail_left)))
+        except queue.Empty:
+            return "", None
+
+    def _last_event(
+        self, kind: str, payload: Any, acc: Accumulator, request: ChatRequest, elapsed_s: float
+    ) -> Completion:
+        """The answer from the worker's last event (a whole response, or the stream's end); raises the
+        failure the event carries."""
+        if kind == "response":
+            return acc.from_response(payload, elapsed_s)
+        if kind == "end":
+            try:
+                return acc.finish(elapsed_s)
+            except ServerUnavailable as ended:
+                raise (grammar_failure(request, ended, acc.started, self.health) or ended) from None
+        if isinstance(payload, ReasonerError):  # kind == "error": the line's byte limit
+            raise payload
+        failure = classify(payload, self.settings.base_url, mid_stream=acc.started)
+        raise grammar_failure(request, failure, acc.started, self.health) or failure from payload
+
+    def _check_pace(self, pace: PaceWatch, line: connections.Line, now: float) -> None:
+        """Raises when the server keeps no working pace: RequestTimeout for the read timeout's bound,
+        ServerTooSlow for the others."""
+        if line.headers_received:
+            pace.body_started(now)
+        problem = pace.problem()
+        if problem is None:
+            return
+        by_read_timeout = problem.bound == "first_token" and self.settings.first_token_by_read_timeout
+        if by_read_timeout or problem.bound == "read_timeout":
+            raise RequestTimeout(
+                f"{problem} (request_timeout_s; {line.received} bytes of answer received, "
+                "none a token); the request was cut and its connection closed"
+            )
+        raise ServerTooSlow(
+            f"the server is too slow: {problem} ({line.received} bytes of answer received); "
+            "the request was cut and its connection closed"
+        )
 
     def _work(
         self,
@@ -499,3 +505,33 @@ def _hand(events: queue.Queue[tuple[str, Any]], item: tuple[str, Any], abort: th
         except queue.Full:
             continue
     return False
+
+
+def _request_kwargs(request: ChatRequest, model: str, stream: bool) -> dict[str, Any]:
+    """The SDK call's arguments: the request's messages and parameters, and the stream's usage asked for."""
+    kwargs: dict[str, Any] = {"model": model, "messages": request.messages, **request.params}
+    if stream:
+        kwargs["stream"] = True
+        kwargs["stream_options"] = {"include_usage": True}
+    return kwargs
+
+
+def _take_chunk(
+    acc: Accumulator,
+    pace: PaceWatch,
+    payload: Any,
+    now: float,
+    elapsed_s: float,
+    on_text: Callable[[str], None] | None,
+) -> None:
+    """One streamed chunk into the answer and the pace, the partial text handed to on_text when it grew."""
+    # The text is copied for on_text once a chunk: quadratic in the chunks, which the line's byte limit
+    # bounds (about 1 s of copying for the worst a server can send under it).
+    grew = False
+    try:
+        for chars in acc.add(payload, elapsed_s):
+            pace.text(now, chars)
+            grew = True
+    finally:  # past the size bound too: the text up to the bound is the partial answer
+        if (grew or acc.over) and on_text is not None:
+            on_text(acc.partial_text())
