@@ -24,6 +24,10 @@ from cosmos_reasoner_ros.bag.safe_paths import printable
 from cosmos_reasoner_ros.bag.yaml_files import load_yaml
 from cosmos_reasoner_ros.handoff import HandoffSettings, read_settings
 from cosmos_reasoner_ros.package_files import package_file
+from cosmos_reasoner_ros.parameters.cameras import CAMERA_RECORDS
+from cosmos_reasoner_ros.parameters.handoff import HANDOFF_PREFIX, HANDOFF_RECORDS
+from cosmos_reasoner_ros.parameters.node import NODE_RECORDS
+from cosmos_reasoner_ros.parameters.record import KINDS, Parameter
 
 __all__ = [
     "REPLAY_WAIT_FOR_SERVER_S",
@@ -115,60 +119,37 @@ def node_parameters(options: EvalOptions, cameras: Sequence[NodeCamera], media_d
     ]
 
 
+# Every ROS node's own parameter, besides the records of reasoner_node's.
+_USE_SIM_TIME = Parameter("use_sim_time", bool, False, "run on /clock")
+
+
 @functools.lru_cache(maxsize=1)
-def _shipped_parameters() -> dict[str, Any]:
-    """The node's parameters as the shipped config/reasoner.yaml documents them: dotted name -> default (a
-    camera's block under `camera.<name>.`)."""
-    path = default_params_file()
-    data = load_yaml(path, "the shipped node parameters") if path is not None else None
-    block = data.get("reasoner_node", {}).get("ros__parameters", {}) if isinstance(data, dict) else {}
-    out: dict[str, Any] = {}
-
-    def flatten(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, inner in value.items():
-                flatten(f"{prefix}{key}.", inner)
-        else:
-            out[prefix[:-1]] = value
-
-    flatten("", block)
-    return {"use_sim_time": False, **out}  # (a parameter every ROS node has)
+def _node_records() -> dict[str, Parameter]:
+    """reasoner_node's parameters by dotted name (cosmos_reasoner_ros/parameters/): its own, `handoff.<name>`
+    and a camera's `camera.*.<key>` (any camera's block has the same keys)."""
+    return {
+        _USE_SIM_TIME.name: _USE_SIM_TIME,
+        **{r.name: r for r in NODE_RECORDS},
+        **{HANDOFF_PREFIX + r.name: r for r in HANDOFF_RECORDS},
+        **{f"camera.*.{r.name}": r for r in CAMERA_RECORDS},
+    }
 
 
 def parameter_problem(name: str, value: Any) -> str:
     """Why `value` cannot be reasoner_node's parameter `name` ("" when it can): an unknown name (the node
     would ignore it: a sweep over a misspelt name runs the same node N times), or a value of another type
-    than the parameter's (the node would stop at its start, after the runs before it). Ranges and how values
-    go together are the node's to check."""
-    shipped = _shipped_parameters()
-    if not shipped:
-        return ""
+    than the parameter's record (the node would stop at its start, after the runs before it). Ranges and how
+    values go together are the node's to check."""
     parts = name.split(".")
-    key = name
-    if len(parts) == 3 and parts[0] == "camera":  # any camera's block has the shipped camera's keys
-        key = next((k for k in shipped if k.startswith("camera.") and k.endswith(f".{parts[2]}")), "")
-    if key not in shipped:
+    key = f"camera.*.{parts[2]}" if len(parts) == 3 and parts[0] == "camera" else name
+    record = _node_records().get(key)
+    if record is None:
         return f"{name} is not a parameter of reasoner_node (config/reasoner.yaml lists them)"
-    default = shipped[key]
-    kind = {bool: "true or false", int: "an integer", float: "a number", str: "text", list: "a list"}.get(
-        type(default), ""
-    )
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    elif isinstance(default, str):
-        ok = isinstance(value, str)
-    elif isinstance(default, list):
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-    else:
-        ok = True
-    if ok:
+    finite = not (isinstance(value, float) and not math.isfinite(value))
+    if record.type_problem(value) is None and (record.type is not float or finite):
         return ""
     got = "null" if value is None else type(value).__name__
-    return f"{name} must be {kind}{' (finite)' if kind == 'a number' else ''}, got {got}"
+    return f"{name} must be {KINDS[record.type]}{' (finite)' if record.type is float else ''}, got {got}"
 
 
 def check_parameters(params: Sequence[str]) -> None:
