@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from rosbags.typesys.store import Typestore
 
@@ -26,6 +27,9 @@ from cosmos_reasoner_ros.bag.files.reader import (
 )
 from cosmos_reasoner_ros.bag.files.storages import CORRUPT, storage_kind
 from cosmos_reasoner_ros.bag.safe_paths import printable
+
+if TYPE_CHECKING:
+    from mcap.records import Message, Statistics
 
 __all__ = ["GAP_MIN_S", "Integrity", "check_bag", "find_gaps", "verify"]
 
@@ -115,113 +119,142 @@ def _short(exc: BaseException, limit: int = 160) -> str:
 def _verify_mcap(
     path: Path, topics: Collection[str], bag: BagReader, result: Integrity, everything: bool
 ) -> None:
-    from mcap.records import Channel, Chunk, ChunkIndex, DataEnd, Message, MessageIndex, Statistics
-    from mcap.stream_reader import StreamReader, breakup_chunk
-
     shown = printable(path.name)  # (a file name's bytes that are not UTF-8 go into reports)
+    scan = _McapScan(topics, bag, result, everything)
+    try:
+        with path.open("rb") as fh:
+            scan.read(fh)
+    except CORRUPT as exc:
+        result.problems.append(f"{shown} cannot be read to its end: {_short(exc)}")
+    scan.report_payloads(shown)
+    scan.report_counts(shown)
+    scan.report_crcs(shown)
+    for cid, n in scan.seen.items():
+        result.counts[scan.channels.get(cid, "?")] += n
 
-    store, unknown = bag.typestore(topics)
-    types = {t: bag.topics[t].msgtype for t in topics}
-    channels: dict[int, str] = {}
-    seen: Counter[int] = Counter()
-    indexed: Counter[int] = Counter()
-    stats: Statistics | None = None
-    chunks = indexes = without_crc = 0
-    data_crc = False
-    undeserialized: Counter[str] = Counter()
-    too_large: Counter[str] = Counter()
-    sampled: set[str] = set()  # topics of which a message was deserialized in this file
-    compressed = bag.metadata is not None and bag.metadata.compression_mode == "message"
-    layouts = _OtherLayouts(bag, topics)
 
-    def message(record: Message, protected: bool) -> None:
-        seen[record.channel_id] += 1
-        topic = channels.get(record.channel_id, "")
+class _McapScan:
+    """One pass over an MCAP file's records: what was read per channel, what its statistics and indexes
+    say, and which payloads did not deserialize."""
+
+    def __init__(self, topics: Collection[str], bag: BagReader, result: Integrity, everything: bool) -> None:
+        self.result = result
+        self.everything = everything
+        self.store, self.unknown = bag.typestore(topics)
+        self.types = {t: bag.topics[t].msgtype for t in topics}
+        self.channels: dict[int, str] = {}
+        self.seen: Counter[int] = Counter()
+        self.indexed: Counter[int] = Counter()
+        self.stats: Statistics | None = None
+        self.chunks = self.indexes = self.without_crc = 0
+        self.data_crc = False
+        self.undeserialized: Counter[str] = Counter()
+        self.too_large: Counter[str] = Counter()
+        self.sampled: set[str] = set()  # topics of which a message was deserialized in this file
+        self.compressed = bag.metadata is not None and bag.metadata.compression_mode == "message"
+        self.layouts = _OtherLayouts(bag, topics)
+
+    def read(self, fh: BinaryIO) -> None:
+        """Every record of the file, chunks broken up; raises on a CRC mismatch or a cut file."""
+        from mcap.records import Channel, Chunk, ChunkIndex, DataEnd, Message, MessageIndex, Statistics
+        from mcap.stream_reader import StreamReader, breakup_chunk
+
+        for record in StreamReader(fh, validate_crcs=True, emit_chunks=True).records:
+            if isinstance(record, Chunk):
+                self.chunks += 1
+                self.without_crc += record.uncompressed_crc == 0
+                for inner in breakup_chunk(record, validate_crc=True):  # raises on a CRC mismatch
+                    if isinstance(inner, Channel):
+                        self.channels[inner.id] = inner.topic
+                    elif isinstance(inner, Message):
+                        self.message(inner, record.uncompressed_crc != 0)
+            elif isinstance(record, Channel):
+                self.channels[record.id] = record.topic
+            elif isinstance(record, Message):
+                self.message(record, False)  # the data section's CRC, if any, is known only at its end
+            elif isinstance(record, MessageIndex):
+                self.indexed[record.channel_id] += len(record.records)
+            elif isinstance(record, ChunkIndex):
+                self.indexes += 1
+            elif isinstance(record, Statistics):
+                self.stats = record
+            elif isinstance(record, DataEnd):
+                self.data_crc = record.data_section_crc != 0
+
+    def message(self, record: Message, protected: bool) -> None:
+        """One message: counted, its time kept, and its payload deserialized where nothing vouches for it."""
+        result, types = self.result, self.types
+        self.seen[record.channel_id] += 1
+        topic = self.channels.get(record.channel_id, "")
         result.saw(topic, record.log_time)
         if topic not in types:
             return
         result.times.setdefault(topic, []).append(record.log_time)
-        if types[topic] in unknown or topic in result.foreign:
+        if types[topic] in self.unknown or topic in result.foreign:
             return
         # Where a verified CRC covers the message, the replay reads it as written: one per topic and file
         # shows the type fits the data, and a compressed one's size is checked from its frame header.
-        deep = everything or not protected or topic not in sampled
-        sampled.add(topic)
+        deep = self.everything or not protected or topic not in self.sampled
+        self.sampled.add(topic)
         data = record.data
         try:
             if deep:
-                data = decompress_message(record.data) if compressed else record.data
-                store.deserialize_cdr(data, types[topic])
-            elif compressed:
+                data = decompress_message(record.data) if self.compressed else record.data
+                self.store.deserialize_cdr(data, types[topic])
+            elif self.compressed:
                 check_message_size(record.data)
         except BagError:
-            too_large[topic] += 1
+            self.too_large[topic] += 1
         except Exception:  # garbage in a payload (whatever the CDR decoder trips over), or another layout
-            note = "" if undeserialized[topic] else layouts.note(topic, types[topic], data)
+            note = "" if self.undeserialized[topic] else self.layouts.note(topic, types[topic], data)
             if note:
                 result.foreign[topic] = note
             else:
-                undeserialized[topic] += 1
+                self.undeserialized[topic] += 1
 
-    try:
-        with path.open("rb") as fh:
-            for record in StreamReader(fh, validate_crcs=True, emit_chunks=True).records:
-                if isinstance(record, Chunk):
-                    chunks += 1
-                    without_crc += record.uncompressed_crc == 0
-                    for inner in breakup_chunk(record, validate_crc=True):  # raises on a CRC mismatch
-                        if isinstance(inner, Channel):
-                            channels[inner.id] = inner.topic
-                        elif isinstance(inner, Message):
-                            message(inner, record.uncompressed_crc != 0)
-                elif isinstance(record, Channel):
-                    channels[record.id] = record.topic
-                elif isinstance(record, Message):
-                    message(record, False)  # the data section's CRC, if any, is known only at its end
-                elif isinstance(record, MessageIndex):
-                    indexed[record.channel_id] += len(record.records)
-                elif isinstance(record, ChunkIndex):
-                    indexes += 1
-                elif isinstance(record, Statistics):
-                    stats = record
-                elif isinstance(record, DataEnd):
-                    data_crc = record.data_section_crc != 0
-    except CORRUPT as exc:
-        result.problems.append(f"{shown} cannot be read to its end: {_short(exc)}")
-    for topic, n in undeserialized.items():
-        result.problems.append(f"{shown}: {n} message(s) of {topic} do not deserialize as {types[topic]}")
-    for topic, n in too_large.items():
-        result.problems.append(
-            f"{shown}: {n} message(s) of {topic} decompress to more than any frame "
-            f"({max_message_bytes()} bytes)"
-        )
-    got = {cid: n for cid, n in seen.items() if n}
-    if stats is not None:
-        want = {cid: n for cid, n in stats.channel_message_counts.items() if n}
-        if want != got:
-            result.problems.append(
-                f"{shown}: messages read per topic {_by_topic(got, channels)} differ from its statistics "
-                f"{_by_topic(want, channels)}"
+    def report_payloads(self, shown: str) -> None:
+        """The payloads that did not deserialize, or decompressed past any frame."""
+        for topic, n in self.undeserialized.items():
+            self.result.problems.append(
+                f"{shown}: {n} message(s) of {topic} do not deserialize as {self.types[topic]}"
             )
-    elif not result.problems:
-        result.notes.append(
-            f"{shown} has no Statistics record: its message counts cannot be checked against one"
-        )
-    if indexed and {cid: n for cid, n in indexed.items() if n} != got:
-        result.problems.append(
-            f"{shown}: messages read per topic {_by_topic(got, channels)} differ from its message index "
-            f"{_by_topic(dict(indexed), channels)}"
-        )
-    if indexes and indexes != chunks:
-        result.problems.append(f"{shown}: {chunks} chunks read, its index lists {indexes}")
-    if without_crc and not data_crc:
-        result.unverifiable.append(shown)
-        result.notes.append(
-            f"{shown}: {without_crc} of {chunks} chunks carry no CRC: damage inside message payloads "
-            "cannot be detected (unverifiable)"
-        )
-    for cid, n in seen.items():
-        result.counts[channels.get(cid, "?")] += n
+        for topic, n in self.too_large.items():
+            self.result.problems.append(
+                f"{shown}: {n} message(s) of {topic} decompress to more than any frame "
+                f"({max_message_bytes()} bytes)"
+            )
+
+    def report_counts(self, shown: str) -> None:
+        """The messages read per channel against the file's statistics, message index and chunk index."""
+        result, channels = self.result, self.channels
+        got = {cid: n for cid, n in self.seen.items() if n}
+        if self.stats is not None:
+            want = {cid: n for cid, n in self.stats.channel_message_counts.items() if n}
+            if want != got:
+                result.problems.append(
+                    f"{shown}: messages read per topic {_by_topic(got, channels)} differ from its statistics "
+                    f"{_by_topic(want, channels)}"
+                )
+        elif not result.problems:
+            result.notes.append(
+                f"{shown} has no Statistics record: its message counts cannot be checked against one"
+            )
+        if self.indexed and {cid: n for cid, n in self.indexed.items() if n} != got:
+            result.problems.append(
+                f"{shown}: messages read per topic {_by_topic(got, channels)} differ from its message index "
+                f"{_by_topic(dict(self.indexed), channels)}"
+            )
+        if self.indexes and self.indexes != self.chunks:
+            result.problems.append(f"{shown}: {self.chunks} chunks read, its index lists {self.indexes}")
+
+    def report_crcs(self, shown: str) -> None:
+        """Chunks without a CRC in a file without a data-section CRC: their payloads are unverifiable."""
+        if self.without_crc and not self.data_crc:
+            self.result.unverifiable.append(shown)
+            self.result.notes.append(
+                f"{shown}: {self.without_crc} of {self.chunks} chunks carry no CRC: damage inside message "
+                "payloads cannot be detected (unverifiable)"
+            )
 
 
 def _by_topic(counts: dict[int, int], channels: dict[int, str]) -> dict[str, int]:
