@@ -123,34 +123,62 @@ def build_command(
     if settings.mode == "external":
         raise ConfigError("mode external starts no server")
     detected = resolve_version(version) if isinstance(version, str) else version
-    release = detected.row.info
-    label = f"vLLM {detected.version}"
-    notes: list[str] = []
-    cmd: list[str] = [*settings.executable, "serve", settings.model]
+    flags = _Flags(detected, [*settings.executable, "serve", settings.model])
+    architecture = _checked_architecture(settings, flags)
+    if settings.served_model_name:
+        flags.add("served_model_name", "--served-model-name", settings.served_model_name)
+    flags.add("mode", "--hf-overrides", json.dumps({"architectures": [architecture]}))
+    _add_parallelism(settings, flags)
+    _add_media(settings, flags)
+    _add_engine_limits(settings, flags)
+    _add_output_parsing(settings, flags)
+    flags.add("host", "--host", settings.host)
+    flags.add("port", "--port", str(settings.port))
+    _add_extra_args(settings, flags)
+    env, unset = _environment(settings, flags)
+    _add_api_key(settings, secrets, flags, env)
+    return ServerCommand(tuple(flags.cmd), env, unset, tuple(flags.notes), detected)
 
-    def add(setting: str, flag: str, *values: str, optional: str = "") -> None:
+
+class _Flags:
+    """The command line being built for one release, and the notes on what was left out of it."""
+
+    def __init__(self, detected: DetectedVersion, cmd: list[str]) -> None:
+        self.release = detected.row.info
+        self.label = f"vLLM {detected.version}"
+        self.cmd = cmd
+        self.notes: list[str] = []
+
+    def add(self, setting: str, flag: str, *values: str, optional: str = "") -> None:
         """Emit `flag` when the release has it; else note `optional` (why vLLM needs no flag), or fail."""
-        if flag in release.flags:
-            cmd.extend((flag, *values))
+        if flag in self.release.flags:
+            self.cmd.extend((flag, *values))
         elif optional:
-            notes.append(f"{setting}: not emitted, {label} has no {flag} ({optional})")
+            self.notes.append(f"{setting}: not emitted, {self.label} has no {flag} ({optional})")
         else:
-            raise ConfigError(f"{setting}: {label} has no {flag} ({_rows_with(flag)})")
+            raise ConfigError(f"{setting}: {self.label} has no {flag} ({_rows_with(flag)})")
 
+
+def _checked_architecture(settings: ServerSettings, flags: _Flags) -> str:
+    """The architecture the mode asks for, refused when the release cannot serve it natively."""
     architecture = ARCHITECTURES[settings.mode]
+    release, label = flags.release, flags.label
     if settings.mode == "native" and architecture not in release.architectures:
         raise ConfigError(
             f"mode native: {label} does not serve {architecture} (it does from vLLM "
             f"{_first_row_with(architecture=architecture)}); use mode plugin with the vllm-cosmos3 plugin"
         )
     if settings.mode == "plugin" and ARCHITECTURES["native"] in release.architectures:
-        notes.append(
+        flags.notes.append(
             f"mode plugin: {label} serves {ARCHITECTURES['native']} without the plugin (mode native); the "
             "vllm-cosmos3 plugin was made for vLLM 0.19.1 and 0.21.0"
         )
-    if settings.served_model_name:
-        add("served_model_name", "--served-model-name", settings.served_model_name)
-    add("mode", "--hf-overrides", json.dumps({"architectures": [architecture]}))
+    return architecture
+
+
+def _add_parallelism(settings: ServerSettings, flags: _Flags) -> None:
+    """Tensor and data parallelism, and the API servers in front of them."""
+    add = flags.add
     add("tensor_parallel_size", "--tensor-parallel-size", str(settings.tensor_parallel_size))
     if settings.data_parallel_size > 1:
         add("data_parallel_size", "--data-parallel-size", str(settings.data_parallel_size))
@@ -172,17 +200,26 @@ def build_command(
         add("mm_encoder_tp_mode", "--mm-encoder-tp-mode", settings.mm_encoder_tp_mode, optional="a tuning")
     if settings.async_scheduling:
         add("async_scheduling", "--async-scheduling", optional="a tuning")
+
+
+def _add_media(settings: ServerSettings, flags: _Flags) -> None:
+    """Where the server may read clips, and how it decodes them."""
     if settings.media_dir:
         media = str(Path(settings.media_dir).expanduser().resolve())
-        add("media_dir", "--allowed-local-media-path", media)
+        flags.add("media_dir", "--allowed-local-media-path", media)
     if settings.media_io_kwargs:
-        add("media_io_kwargs", "--media-io-kwargs", json.dumps(settings.media_io_kwargs))
+        flags.add("media_io_kwargs", "--media-io-kwargs", json.dumps(settings.media_io_kwargs))
     if settings.trust_request_mm_kwargs:
-        add(
+        flags.add(
             "trust_request_mm_kwargs",
             "--trust-request-mm-kwargs",
             optional="it takes per-request media_io_kwargs and mm_processor_kwargs without it",
         )
+
+
+def _add_engine_limits(settings: ServerSettings, flags: _Flags) -> None:
+    """Context length, memory, batch size, scheduling, caches and the media per request."""
+    add = flags.add
     if settings.max_model_len > 0:
         add("max_model_len", "--max-model-len", str(settings.max_model_len))
     if settings.enforce_eager:
@@ -202,37 +239,54 @@ def build_command(
         # One video (or one image) per camera and request: vLLM reserves memory for, and accepts, no more.
         limits = json.dumps({"video": settings.cameras, "image": settings.cameras})
         add("cameras", "--limit-mm-per-prompt", limits)
+
+
+def _add_output_parsing(settings: ServerSettings, flags: _Flags) -> None:
+    """The reasoning parser and the structured outputs' backend."""
     if settings.reasoning_parser:
         parser = settings.reasoning_parser
-        if parser in KNOWN_REASONING_PARSERS and parser not in release.reasoning_parsers:
-            raise ConfigError(f"reasoning_parser: {label} has no reasoning parser {parser!r}")
-        add("reasoning_parser", "--reasoning-parser", parser)
+        if parser in KNOWN_REASONING_PARSERS and parser not in flags.release.reasoning_parsers:
+            raise ConfigError(f"reasoning_parser: {flags.label} has no reasoning parser {parser!r}")
+        flags.add("reasoning_parser", "--reasoning-parser", parser)
     if settings.structured_outputs:
-        add("structured_outputs", "--structured-outputs-config", json.dumps(settings.structured_outputs))
-    add("host", "--host", settings.host)
-    add("port", "--port", str(settings.port))
+        flags.add(
+            "structured_outputs", "--structured-outputs-config", json.dumps(settings.structured_outputs)
+        )
+
+
+def _add_extra_args(settings: ServerSettings, flags: _Flags) -> None:
+    """The extra arguments as given, refused when one is a flag this release does not have."""
     for arg in settings.extra_args:
         flag = arg.split("=", 1)[0]
-        if flag in KNOWN_FLAGS and flag not in release.flags:
-            raise ConfigError(f"extra_args: {label} has no {flag} ({_rows_with(flag)})")
-    cmd.extend(settings.extra_args)
+        if flag in KNOWN_FLAGS and flag not in flags.release.flags:
+            raise ConfigError(f"extra_args: {flags.label} has no {flag} ({_rows_with(flag)})")
+    flags.cmd.extend(settings.extra_args)
 
+
+def _environment(settings: ServerSettings, flags: _Flags) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The variables to set (less those this release does not read, noted) and those to unset."""
     env, unset = base_environment(settings)
     for name in list(env):
-        if name in KNOWN_ENV and name not in release.env:
-            notes.append(f"env: {name} not set, {label} does not read it")
+        if name in KNOWN_ENV and name not in flags.release.env:
+            flags.notes.append(f"env: {name} not set, {flags.label} does not read it")
             del env[name]
+    return env, unset
+
+
+def _add_api_key(
+    settings: ServerSettings, secrets: Mapping[str, str] | None, flags: _Flags, env: dict[str, str]
+) -> None:
+    """The API key: in VLLM_API_KEY where the release reads it, else as --api-key; noted when unset."""
     key = _api_key(settings, secrets)
     if key:
-        if "VLLM_API_KEY" in release.env:
+        if "VLLM_API_KEY" in flags.release.env:
             env["VLLM_API_KEY"] = key
         else:
-            cmd += ["--api-key", key]
+            flags.cmd += ["--api-key", key]
     elif settings.api_key_env:
-        notes.append(
+        flags.notes.append(
             f"api_key_env: ${settings.api_key_env} is unset or empty, the server requires no API key"
         )
-    return ServerCommand(tuple(cmd), env, unset, tuple(notes), detected)
 
 
 def _api_key(settings: ServerSettings, secrets: Mapping[str, str] | None) -> str:
