@@ -15,16 +15,18 @@ from typing import Any
 
 import yaml
 
-from cosmos_reasoner_ros.errors import credentials_problem, shown_url
 from cosmos_reasoner_ros.model_family import DEFAULT_FAMILY, family_from_mode
-from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, PACKAGE, config_file
+from cosmos_reasoner_ros.package_files import PACKAGE, config_file
+from cosmos_reasoner_ros.parameters.handoff import HANDOFF_PARAMETERS
+from cosmos_reasoner_ros.parameters.node import NODE_PARAMETERS
+from cosmos_reasoner_ros.parameters.server_url import server_url_problem
 
 NODE_EXECUTABLE = "reasoner_node"
 NODE_NAME = "reasoner_node"  # the top-level key of config/reasoner.yaml
 SUPERVISOR_MODULE = "cosmos_reasoner_ros.server"
 MODES = ("plugin", "native", "qwen3vl", "edge")
 LIMIT_FLAG = "--limit-mm-per-prompt"
-MAX_IMAGE_FRAMES = 256  # node/parameters.py RANGES["max_image_frames"]
+MAX_IMAGE_FRAMES = int((NODE_PARAMETERS["max_image_frames"].range or (1, 1))[1])
 # The supervisor stops vLLM within stop_grace_s (20 s by default); launch must not SIGKILL it before that.
 SUPERVISOR_SIGTERM_TIMEOUT_S = 30.0
 # After Ctrl-C the node ends its requests in flight within shutdown_timeout_s (3 s by default), publishes
@@ -39,6 +41,13 @@ class LaunchArgument:
     name: str
     default: str
     description: str
+
+
+def _handoff_argument(name: str, parameter: str, before: str = "") -> LaunchArgument:
+    """An argument that sets `handoff.<parameter>` when given: its description the record's (what an empty
+    value means is params_file's here), empty by default."""
+    documentation = HANDOFF_PARAMETERS[parameter].documentation.split("; empty:")[0]
+    return LaunchArgument(name, "", f"{before}{documentation}; empty: params_file's")
 
 
 ARGUMENTS = (
@@ -58,7 +67,7 @@ ARGUMENTS = (
     ),
     LaunchArgument(
         "media_dir",
-        DEFAULT_MEDIA_DIR,
+        NODE_PARAMETERS["media_dir"].default,
         "clip directory, shared by the node and the server (--allowed-local-media-path)",
     ),
     LaunchArgument("params_file", "", "node parameters; empty: the package's config/reasoner.yaml"),
@@ -71,9 +80,8 @@ ARGUMENTS = (
     ),
     LaunchArgument(
         "lifecycle",
-        "false",
-        "true: reasoner_node is a managed (lifecycle) node, started unconfigured for a lifecycle manager or "
-        "`ros2 lifecycle set`; false: it configures and activates itself",
+        str(NODE_PARAMETERS["lifecycle"].default).lower(),
+        f"reasoner_node's lifecycle parameter: {NODE_PARAMETERS['lifecycle'].documentation}",
     ),
     LaunchArgument(
         "vllm_version",
@@ -81,28 +89,18 @@ ARGUMENTS = (
         "vLLM version the server command is built for; empty: the one in server_config (auto)",
     ),
     # The Nav2 handoff (README: A robot with Nav2); empty: what params_file says (off by default).
-    LaunchArgument(
-        "handoff",
-        "",
-        "the Nav2 handoff: none, dry_run, follow_path or navigate_to_pose; empty: params_file's handoff.mode",
-    ),
-    LaunchArgument(
-        "camera_height_m", "", "[m] the camera's optical centre above the ground (the handoff's ground plane)"
-    ),
-    LaunchArgument("camera_pitch_deg", "", "[deg] the camera's optical axis below the horizontal"),
-    LaunchArgument("handoff_action", "", "the Nav2 action; empty: /follow_path or /navigate_to_pose"),
-    LaunchArgument("controller_id", "", "FollowPath controller_id; empty: params_file's"),
-    LaunchArgument("goal_checker_id", "", "FollowPath goal_checker_id; empty: params_file's"),
-    LaunchArgument("progress_checker_id", "", "FollowPath progress_checker_id; empty: params_file's"),
-    LaunchArgument(
-        "validate_path", "", "true: ask the planner server's IsPathValid before sending; empty: params_file's"
-    ),
-    LaunchArgument(
-        "confirm", "", "true: send a path only when ~/handoff/confirm accepts it; empty: params_file's"
-    ),
+    _handoff_argument("handoff", "mode", "the Nav2 handoff (handoff.mode): "),
+    _handoff_argument("camera_height_m", "camera_height_m"),
+    _handoff_argument("camera_pitch_deg", "camera_pitch_deg"),
+    _handoff_argument("handoff_action", "action_name"),
+    _handoff_argument("controller_id", "controller_id"),
+    _handoff_argument("goal_checker_id", "goal_checker_id"),
+    _handoff_argument("progress_checker_id", "progress_checker_id"),
+    _handoff_argument("validate_path", "validate_path", "true: "),
+    _handoff_argument("confirm", "confirm", "true: "),
 )
 ARGUMENT_NAMES = tuple(a.name for a in ARGUMENTS)
-HANDOFF_MODES = ("none", "dry_run", "follow_path", "navigate_to_pose")  # handoff/settings.py MODES
+HANDOFF_MODES = HANDOFF_PARAMETERS["mode"].choices or ()
 
 
 class LaunchArgumentError(ValueError):
@@ -215,12 +213,8 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
     if args["gpus"] and not all(g.strip().isdigit() for g in args["gpus"].split(",")):
         raise LaunchArgumentError(f"gpus: comma-separated GPU ids such as 0,1, got {args['gpus']!r}")
     server_url = args["server_url"] or f"http://127.0.0.1:{port}/v1"
-    if not server_url.startswith(("http://", "https://")):
-        raise LaunchArgumentError(
-            f"server_url: must start with http:// or https://, got {shown_url(server_url)}"
-        )
-    if credentials_problem("server_url", server_url):
-        raise LaunchArgumentError(credentials_problem("server_url", server_url))
+    if problem := server_url_problem(server_url):
+        raise LaunchArgumentError(f"server_url: {problem}")
     cameras = [c.strip() for c in args["cameras"].split(",") if c.strip()]
     supervisor = None
     if start_server:
