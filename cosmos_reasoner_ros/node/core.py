@@ -59,65 +59,11 @@ class Core:
         """Validate the whole configuration (every problem at once, as one ConfigError), then build.
         `log`: the node's logger (a warning) for what the pipeline learns while it runs, such as a server that
         takes no video (logged once per switch); None: Python's logging."""
-        problems = validate(cfg)
-        catalog = None
+        catalog, notes = _checked_catalog(cfg)
         try:
-            catalog = TaskCatalog.load(cfg.tasks_file or None)
-            known = ", ".join(catalog.names())
-            if cfg.task not in catalog:
-                problems.append(f"task: unknown task {quoted(cfg.task)}; known: {known}")
-            # Every task the timer and ~/trigger will ask, now: a typo would otherwise start normally and have
-            # every trigger rejected.
-            unknown = [name for name in split_tasks(cfg.trigger_tasks) if name not in catalog]
-            if unknown:
-                names = ", ".join(quoted(name) for name in unknown[:4])
-                problems.append(f"trigger_tasks: unknown task(s) {names}; known: {known}")
-        except (ReasonerError, OSError) as exc:
-            problems.append(f"tasks_file: {exc}")
-        notes: list[str] = []
-        if catalog is not None and cfg.structured_output and not problems:
-            found, notes = user_schema_check(catalog)
-            problems += found
-        if problems:
-            raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
-        assert catalog is not None
-        try:
-            store = MediaStore(
-                Path(cfg.media_dir),
-                RetentionPolicy(
-                    max_files=cfg.media_max_files,
-                    max_bytes=round(cfg.media_max_mb * 1024**2),
-                    max_age_s=cfg.media_max_age_s,
-                ),
-            )
-            writer = ClipWriter(
-                store,
-                codec=cfg.codec,
-                inline=cfg.inline_media,
-                image_format=cfg.image_format,
-                vision=model_video_profile(cfg),
-            )
-            client_settings = ClientSettings(
-                base_url=cfg.server_url,
-                model=cfg.model,
-                api_key_env=cfg.api_key_env,
-                connect_timeout_s=cfg.connect_timeout_s,
-                read_timeout_s=cfg.request_timeout_s,
-                total_timeout_s=cfg.request_total_timeout_s or None,
-                first_token_timeout_s=cfg.first_token_timeout_s,
-                min_tokens_per_s=cfg.min_tokens_per_s,
-                progress_window_s=cfg.progress_window_s,
-                max_retries=cfg.max_retries,
-            )
-            request_settings = RequestSettings(
-                fps=cfg.sample_fps,
-                structured_output=cfg.structured_output,
-                max_tokens=cfg.max_tokens or None,
-                video_kwargs_mode=cfg.video_kwargs_mode,
-                # auto: a local checkpoint directory named by `model` tells; else Nano (the launch file states
-                # edge for a server it starts in mode edge).
-                model_family=resolve_family(cfg.model_family, cfg.model).name,
-            )
+            writer = _clip_writer(cfg)
+            client_settings = _client_settings(cfg)
+            request_settings = _request_settings(cfg)
         except (ReasonerError, ValueError) as exc:
             raise ConfigError(f"invalid parameters:\n  {exc}") from exc
         max_bytes = int(cfg.buffer_max_mb * 1024 * 1024)
@@ -133,21 +79,10 @@ class Core:
             catalog,
             client,
             request_settings,
-            PipelineSettings(
-                clip_seconds=cfg.clip_seconds,
-                tiled=cfg.tiled,
-                stream=cfg.stream,
-                wait_for_server_s=cfg.wait_for_server_s,
-                stale_after_s=cfg.stale_after_s,
-            ),
+            _pipeline_settings(cfg),
             MediaForm(cfg.media_form, cfg.max_image_frames, log=log),
         )
-        # Frames encoded on arrival make a clip at trigger time a matter of muxing. A tiled video is composed
-        # at trigger time, so its cameras' frames are never reused: nothing to encode ahead.
-        tiled = cfg.tiled and len(cfg.cameras) > 1
-        useful = cfg.pre_encode != "off" and writer.backend == "pyav" and not tiled
-        pre_encoder = PreEncoder(writer) if useful else None
-        core = cls(cfg, catalog, buffers, buffer, writer, client, pipeline, pre_encoder, tuple(notes))
+        core = cls(cfg, catalog, buffers, buffer, writer, client, pipeline, _pre_encoder(cfg, writer), notes)
         # The video mode the server's vLLM takes, when it answers now (else when it becomes healthy).
         version = client.server_version()
         if version is not None:
@@ -269,3 +204,95 @@ def user_schema_check(catalog: TaskCatalog, timeout_s: float = 120.0) -> tuple[l
     return problems, [] if problems else [
         f"structured output: the json_schema of {names} compile with {checked}"
     ]
+
+
+def _checked_catalog(cfg: NodeConfig) -> tuple[TaskCatalog, tuple[str, ...]]:
+    """The task catalog, once every parameter, task name and user schema checks out (every problem at once,
+    as one ConfigError), and the notes of the schema check."""
+    problems = validate(cfg)
+    catalog = None
+    try:
+        catalog = TaskCatalog.load(cfg.tasks_file or None)
+        known = ", ".join(catalog.names())
+        if cfg.task not in catalog:
+            problems.append(f"task: unknown task {quoted(cfg.task)}; known: {known}")
+        # Every task the timer and ~/trigger will ask, now: a typo would otherwise start normally and have
+        # every trigger rejected.
+        unknown = [name for name in split_tasks(cfg.trigger_tasks) if name not in catalog]
+        if unknown:
+            names = ", ".join(quoted(name) for name in unknown[:4])
+            problems.append(f"trigger_tasks: unknown task(s) {names}; known: {known}")
+    except (ReasonerError, OSError) as exc:
+        problems.append(f"tasks_file: {exc}")
+    notes: list[str] = []
+    if catalog is not None and cfg.structured_output and not problems:
+        found, notes = user_schema_check(catalog)
+        problems += found
+    if problems:
+        raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems))
+    assert catalog is not None
+    return catalog, tuple(notes)
+
+
+def _clip_writer(cfg: NodeConfig) -> ClipWriter:
+    """The clip writer, into a media store kept within its retention limits."""
+    store = MediaStore(
+        Path(cfg.media_dir),
+        RetentionPolicy(
+            max_files=cfg.media_max_files,
+            max_bytes=round(cfg.media_max_mb * 1024**2),
+            max_age_s=cfg.media_max_age_s,
+        ),
+    )
+    return ClipWriter(
+        store,
+        codec=cfg.codec,
+        inline=cfg.inline_media,
+        image_format=cfg.image_format,
+        vision=model_video_profile(cfg),
+    )
+
+
+def _client_settings(cfg: NodeConfig) -> ClientSettings:
+    return ClientSettings(
+        base_url=cfg.server_url,
+        model=cfg.model,
+        api_key_env=cfg.api_key_env,
+        connect_timeout_s=cfg.connect_timeout_s,
+        read_timeout_s=cfg.request_timeout_s,
+        total_timeout_s=cfg.request_total_timeout_s or None,
+        first_token_timeout_s=cfg.first_token_timeout_s,
+        min_tokens_per_s=cfg.min_tokens_per_s,
+        progress_window_s=cfg.progress_window_s,
+        max_retries=cfg.max_retries,
+    )
+
+
+def _request_settings(cfg: NodeConfig) -> RequestSettings:
+    return RequestSettings(
+        fps=cfg.sample_fps,
+        structured_output=cfg.structured_output,
+        max_tokens=cfg.max_tokens or None,
+        video_kwargs_mode=cfg.video_kwargs_mode,
+        # auto: a local checkpoint directory named by `model` tells; else Nano (the launch file states edge
+        # for a server it starts in mode edge).
+        model_family=resolve_family(cfg.model_family, cfg.model).name,
+    )
+
+
+def _pipeline_settings(cfg: NodeConfig) -> PipelineSettings:
+    return PipelineSettings(
+        clip_seconds=cfg.clip_seconds,
+        tiled=cfg.tiled,
+        stream=cfg.stream,
+        wait_for_server_s=cfg.wait_for_server_s,
+        stale_after_s=cfg.stale_after_s,
+    )
+
+
+def _pre_encoder(cfg: NodeConfig, writer: ClipWriter) -> PreEncoder | None:
+    """Frames encoded on arrival make a clip at trigger time a matter of muxing. A tiled video is composed at
+    trigger time, so its cameras' frames are never reused: nothing to encode ahead."""
+    tiled = cfg.tiled and len(cfg.cameras) > 1
+    useful = cfg.pre_encode != "off" and writer.backend == "pyav" and not tiled
+    return PreEncoder(writer) if useful else None
