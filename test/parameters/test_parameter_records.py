@@ -18,7 +18,7 @@ from support.handoff_answers import settings as handoff_settings
 
 from cosmos_reasoner_ros.handoff import HandoffSettings, settings_problems
 from cosmos_reasoner_ros.model_family import AUTO, FAMILY_NAMES
-from cosmos_reasoner_ros.node.parameters import CameraConfig, validate
+from cosmos_reasoner_ros.node.parameters import CameraConfig, NodeConfig, validate
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR
 from cosmos_reasoner_ros.parameters.cameras import CAMERA_RECORDS
 from cosmos_reasoner_ros.parameters.handoff import HANDOFF_RECORDS
@@ -213,3 +213,28 @@ def test_what_the_records_write_that_others_own_agrees() -> None:
     assert node["busy_policy"].choices == BUSY_POLICIES
     assert tuple(node["publish_checks"].default) == CHECK_NAMES == tuple(handoff["checks"].default)
     assert node["media_dir"].default == DEFAULT_MEDIA_DIR
+
+
+@pytest.mark.parametrize(
+    ("config", "records"),
+    [
+        (NodeConfig, tuple(r for r in NODE_RECORDS if r.name != "cameras")),
+        (CameraConfig, CAMERA_RECORDS),
+        (HandoffSettings, HANDOFF_RECORDS),
+    ],
+)
+def test_each_record_is_a_field_of_its_configuration_of_its_type(config: type, records: tuple) -> None:
+    """The frozen configurations the node reads hold a field per record, of the record's type (a list as a
+    list or tuple of names)."""
+    annotations = {f.name: f.type for f in dataclasses.fields(config)}
+    shown = {
+        bool: ("bool",),
+        int: ("int",),
+        float: ("float",),
+        str: ("str",),
+        list: ("list[str]", "tuple[str, ...]"),
+    }
+    for record in records:
+        found = annotations.get(record.name)
+        assert found in shown[record.type], (config.__name__, record.name, found)
+    assert set(annotations) - {r.name for r in records} <= {"cameras", "name"}
