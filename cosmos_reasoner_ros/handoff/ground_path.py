@@ -121,26 +121,75 @@ def ground_path(
         return "the answer holds no trajectory"
     size = (outcome.image_width, outcome.image_height)
     depth_points = _depth_points(outcome, trajectory)
+    points: Sequence[Vec3]
     if depth_points:
         points, source = depth_points, DEPTH
         frame_id = outcome.paths_frame_id or frame_id
     else:
-        if unusable:
-            return f"{unusable}: the ground plane needs the camera's intrinsics"
-        if intrinsics is None:
-            return "no CameraInfo of the camera yet: the ground plane needs its intrinsics (K)"
-        if size[0] <= 0 or size[1] <= 0:
-            return "the answer's image size is unknown"
-        pixels = [point_pixels(p, *size) for p in trajectory.points]
-        projected = project_to_ground(pixels, size, intrinsics, plane, limits.max_range_m)
-        if projected.refused:
-            named = "; ".join(f"point {i}: {why}" for i, why in projected.refused[:_MAX_REASONS])
-            more = len(projected.refused) - _MAX_REASONS
-            return (
-                f"{len(projected.refused)} of {len(pixels)} points refused on the ground plane: {named}"
-                + (f"; and {more} more" if more > 0 else "")
-            )
-        points, source = projected.points, GROUND_PLANE
+        projected = _ground_plane_points(trajectory, size, intrinsics, unusable, plane, limits)
+        if isinstance(projected, str):
+            return projected
+        points, source = projected, GROUND_PLANE
+    checked = _distinct_points(points, limits)
+    if isinstance(checked, str):
+        return checked
+    distinct, indices = checked
+    if not frame_id:
+        return "no frame for the path: set handoff.frame_id (or the camera's frame_id)"
+    cropped = crop(distinct, limits.max_length_m)
+    if problem := _backward_problem(cropped, indices, plane):
+        return problem
+    kept = _without_near_end(resample(cropped, limits.spacing_m), limits.near_m)
+    length = path_length(kept)
+    if length < limits.min_length_m:
+        return (
+            f"the path is {length:.3f} m long on the ground, shorter than min_path_length_m "
+            f"({limits.min_length_m:g} m)"
+        )
+    return BasePath(
+        points=kept,
+        orientations=headings(kept, plane.up),
+        frame_id=frame_id,
+        stamp_ns=outcome.clip_end_ns,
+        source=source,
+        length_m=length,
+        answered_length_m=path_length(distinct),
+        start_distance_m=plane.ground_distance(distinct[0]),
+        pixels=_drawn_pixels(kept, intrinsics, size),
+        label=trajectory.label,
+    )
+
+
+def _ground_plane_points(
+    trajectory: Trajectory,
+    size: tuple[int, int],
+    intrinsics: Intrinsics | None,
+    unusable: str,
+    plane: GroundPlane,
+    limits: PathLimits,
+) -> Sequence[Vec3] | str:
+    """The trajectory's pixels projected on the ground plane, or why they cannot be."""
+    if unusable:
+        return f"{unusable}: the ground plane needs the camera's intrinsics"
+    if intrinsics is None:
+        return "no CameraInfo of the camera yet: the ground plane needs its intrinsics (K)"
+    if size[0] <= 0 or size[1] <= 0:
+        return "the answer's image size is unknown"
+    pixels = [point_pixels(p, *size) for p in trajectory.points]
+    projected = project_to_ground(pixels, size, intrinsics, plane, limits.max_range_m)
+    if projected.refused:
+        named = "; ".join(f"point {i}: {why}" for i, why in projected.refused[:_MAX_REASONS])
+        more = len(projected.refused) - _MAX_REASONS
+        return f"{len(projected.refused)} of {len(pixels)} points refused on the ground plane: {named}" + (
+            f"; and {more} more" if more > 0 else ""
+        )
+    return projected.points
+
+
+def _distinct_points(
+    points: Sequence[Vec3], limits: PathLimits
+) -> tuple[tuple[Vec3, ...], tuple[int, ...]] | str:
+    """At least 2 finite, distinct points (with their indices in the answer), or why there are not."""
     if len(points) < 2:
         return f"a path needs at least 2 points on the ground, the answer has {len(points)}"
     unfit = [i for i, p in enumerate(points) if not all(math.isfinite(c) for c in p)]
@@ -152,44 +201,33 @@ def ground_path(
             f"a path needs at least 2 distinct points on the ground, the answer's {len(points)} are one "
             f"point (points closer than {limits.near_m:.3g} m, {NEAR_FRACTION:g} of path_spacing_m, collapse)"
         )
-    if not frame_id:
-        return "no frame for the path: set handoff.frame_id (or the camera's frame_id)"
-    start = plane.ground_distance(distinct[0])
-    answered = path_length(distinct)
-    cropped = crop(distinct, limits.max_length_m)
+    return distinct, indices
+
+
+def _backward_problem(cropped: Sequence[Vec3], indices: Sequence[int], plane: GroundPlane) -> str:
+    """Why a path that runs back toward the camera is refused; "" when it does not."""
     back = _runs_back(cropped, plane)
-    if back is not None:
-        far, near, by = back
-        return (
-            f"the path runs back toward the camera: point {indices[min(near, len(indices) - 1)]} is "
-            f"{by:.2f} m nearer along the camera's view than point {indices[far]}, more than "
-            f"{BACKWARD_TOLERANCE_M:g} m (an answer listed from its end to its start?)"
-        )
-    kept = _without_near_end(resample(cropped, limits.spacing_m), limits.near_m)
-    length = path_length(kept)
-    if length < limits.min_length_m:
-        return (
-            f"the path is {length:.3f} m long on the ground, shorter than min_path_length_m "
-            f"({limits.min_length_m:g} m)"
-        )
+    if back is None:
+        return ""
+    far, near, by = back
+    return (
+        f"the path runs back toward the camera: point {indices[min(near, len(indices) - 1)]} is "
+        f"{by:.2f} m nearer along the camera's view than point {indices[far]}, more than "
+        f"{BACKWARD_TOLERANCE_M:g} m (an answer listed from its end to its start?)"
+    )
+
+
+def _drawn_pixels(
+    kept: Sequence[Vec3], intrinsics: Intrinsics | None, size: tuple[int, int]
+) -> tuple[tuple[float, float], ...]:
+    """The path's points in the image (those in front of the camera), to draw on it."""
     drawn: list[tuple[float, float]] = []
     if intrinsics is not None and size[0] > 0 and size[1] > 0:
         for p in kept:
             pixel = pixel_of(p, intrinsics, size)
             if pixel is not None:
                 drawn.append(pixel)
-    return BasePath(
-        points=kept,
-        orientations=headings(kept, plane.up),
-        frame_id=frame_id,
-        stamp_ns=outcome.clip_end_ns,
-        source=source,
-        length_m=length,
-        answered_length_m=answered,
-        start_distance_m=start,
-        pixels=tuple(drawn),
-        label=trajectory.label,
-    )
+    return tuple(drawn)
 
 
 def _collapse(points: Sequence[Vec3], near_m: float) -> tuple[tuple[Vec3, ...], tuple[int, ...]]:
