@@ -165,7 +165,7 @@ def test_handoff_arguments_become_the_node_s_handoff_parameters() -> None:
     }
     from cosmos_reasoner_ros.handoff import MODES
 
-    assert lc.HANDOFF_MODES == MODES  # written twice: launch_config imports none of the node's core
+    assert lc.HANDOFF_MODES == MODES  # both read the record (parameters/handoff.py)
 
 
 @pytest.mark.parametrize(
