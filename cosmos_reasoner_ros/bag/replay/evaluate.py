@@ -107,10 +107,26 @@ def evaluate_bags(
     node under /eval<k> in it. start_node: how the node starts (e.g. `ros2 launch`); then bags play one at a
     time under the bag's own topic names, into /reasoner_node. None: `python -m cosmos_reasoner_ros.node`
     here."""
-    from tqdm import tqdm
+    _check_run(bags, out, options)
+    labels = [bag_label(b) for b in bags]
+    prepared: list[PreparedBag] = []
+    try:
+        total = _prepare(bags, options, prepared)
+        if start_node is None:  # one readiness request (within wait_for_server_s) before any node starts
+            check_server(options)
+        # A starter (the demo's `ros2 launch`) may start the server itself, beside the node: the node's own
+        # readiness wait covers it (the demo failed here: its vLLM was not up 10 s before the launch began).
+        out.mkdir(parents=True, exist_ok=True)
+        results = _run_bags(prepared, labels, out, options, start_node, total)
+    finally:
+        for one_bag in prepared:
+            one_bag.reader.close()
+    records = [r for i in range(len(bags)) for r in results[i][0]]
+    return records, [results[i][1] for i in range(len(bags))]
 
-    from cosmos_reasoner_ros.bag.replay.lockstep import RequestGate
 
+def _check_run(bags: Sequence[Path], out: Path, options: EvalOptions) -> None:
+    """What is refused before any bag is opened: no bag, the rate, the parameters, the media folder."""
     if not bags:
         raise BagError("no bag to evaluate")
     if not options.rate > 0:
@@ -124,62 +140,70 @@ def evaluate_bags(
             f"the media folder {printable(str(media_root))} is not UTF-8 text, which a ROS parameter must "
             "be: choose another report folder (-o) or --media-dir"
         )
-    labels = [bag_label(b) for b in bags]
-    prepared: list[PreparedBag] = []
+
+
+def _prepare(bags: Sequence[Path], options: EvalOptions, prepared: list[PreparedBag]) -> int:
+    """Each bag opened, its topics chosen and checked whole, into `prepared` (the caller closes them, also
+    when one fails); the number of requests the run will make."""
+    total = 0
+    for bag in bags:
+        prepared.append(prepare_bag(bag, options))
+        ready = prepared[-1]
+        spans = ready.integrity.spans
+        # Trigger times count from the recording's start (its first message, on any topic), up to the
+        # last replayed message: every time is checked here, before any node starts.
+        last = max(spans[t][1] for t in ready.choice.topics if t in spans)
+        end_s = options.end_s((last - ready.reader.start_ns) / 1e9)
+        total += len(schedule(end_s, options.goal_list(), options.start_s))
+    return total
+
+
+def _run_bags(
+    prepared: Sequence[PreparedBag],
+    labels: Sequence[str],
+    out: Path,
+    options: EvalOptions,
+    start_node: NodeStarter | None,
+    total: int,
+) -> dict[int, tuple[list[ResultRecord], BagRunInfo]]:
+    """Each prepared bag replayed into its node (up to in_flight at once), by its index."""
+    from tqdm import tqdm
+
+    from cosmos_reasoner_ros.bag.replay.lockstep import RequestGate
+
+    count = len(prepared)
+    concurrent = 1 if start_node is not None else max(1, min(options.in_flight, count))
+    namespaced = start_node is None and count > 1
+    bar = tqdm(total=total, unit="req", desc="evaluate", disable=not options.progress, file=sys.stderr)
+    results: dict[int, tuple[list[ResultRecord], BagRunInfo]] = {}
     try:
-        total = 0
-        for bag in bags:
-            prepared.append(prepare_bag(bag, options))
-            ready = prepared[-1]
-            spans = ready.integrity.spans
-            # Trigger times count from the recording's start (its first message, on any topic), up to the
-            # last replayed message: every time is checked here, before any node starts.
-            last = max(spans[t][1] for t in ready.choice.topics if t in spans)
-            end_s = options.end_s((last - ready.reader.start_ns) / 1e9)
-            total += len(schedule(end_s, options.goal_list(), options.start_s))
-        if start_node is None:  # one readiness request (within wait_for_server_s) before any node starts
-            check_server(options)
-        # A starter (the demo's `ros2 launch`) may start the server itself, beside the node: the node's own
-        # readiness wait covers it (the demo failed here: its vLLM was not up 10 s before the launch began).
-        out.mkdir(parents=True, exist_ok=True)
-        concurrent = 1 if start_node is not None else max(1, min(options.in_flight, len(bags)))
-        namespaced = start_node is None and len(bags) > 1
-        bar = tqdm(total=total, unit="req", desc="evaluate", disable=not options.progress, file=sys.stderr)
-        results: dict[int, tuple[list[ResultRecord], BagRunInfo]] = {}
-        try:
-            with _ros() as (context, executor):
-                shared = RunShared(
-                    context,
-                    executor,
-                    RequestGate(options.in_flight),
-                    bar,
-                    options,
-                    out,
-                    start_node,
-                    namespace="" if start_node is not None else run_namespace(),
-                    several=len(bags) > 1,
-                )
+        with _ros() as (context, executor):
+            shared = RunShared(
+                context,
+                executor,
+                RequestGate(options.in_flight),
+                bar,
+                options,
+                out,
+                start_node,
+                namespace="" if start_node is not None else run_namespace(),
+                several=count > 1,
+            )
 
-                def one(i: int) -> None:
-                    namespace = f"/eval{i + 1}" if namespaced else ""
-                    results[i] = BagRun(shared, prepared[i], labels[i], namespace).run()
+            def one(i: int) -> None:
+                namespace = f"/eval{i + 1}" if namespaced else ""
+                results[i] = BagRun(shared, prepared[i], labels[i], namespace).run()
 
-                if concurrent == 1:
-                    for i in range(len(bags)):
-                        one(i)
-                else:
-                    with ThreadPoolExecutor(
-                        max_workers=concurrent, thread_name_prefix="evaluate-bag"
-                    ) as pool:
-                        for future in [pool.submit(one, i) for i in range(len(bags))]:
-                            future.result()
-        finally:
-            bar.close()
+            if concurrent == 1:
+                for i in range(count):
+                    one(i)
+            else:
+                with ThreadPoolExecutor(max_workers=concurrent, thread_name_prefix="evaluate-bag") as pool:
+                    for future in [pool.submit(one, i) for i in range(count)]:
+                        future.result()
     finally:
-        for one_bag in prepared:
-            one_bag.reader.close()
-    records = [r for i in range(len(bags)) for r in results[i][0]]
-    return records, [results[i][1] for i in range(len(bags))]
+        bar.close()
+    return results
 
 
 # ------------------------------------------------------------------------------------------- recorded
