@@ -22,7 +22,6 @@ sequences):
 from __future__ import annotations
 
 import collections
-import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from collections.abc import Callable
 from cosmos_reasoner_ros.errors import BusyError, RequestCancelled, TaskError
 from cosmos_reasoner_ros.geometry import Intrinsics, ns_to_seconds, seconds_to_ns
 from cosmos_reasoner_ros.handoff import gates
+from cosmos_reasoner_ros.handoff.goal_events import FEEDBACK_PERIOD_S, STOPPED, GoalEvents
 from cosmos_reasoner_ros.handoff.ground_path import ground_path
 from cosmos_reasoner_ros.handoff.settings import HandoffSettings
 from cosmos_reasoner_ros.handoff.steps import (
@@ -45,7 +45,17 @@ from cosmos_reasoner_ros.handoff.steps import (
 )
 from cosmos_reasoner_ros.requests import Check, DecisionKind, HandoffDecision, Outcome
 
-__all__ = ["CancelGoal", "Command", "Handoff", "HandoffStatus", "SendGoal", "Step", "ValidatePath"]
+__all__ = [
+    "FEEDBACK_PERIOD_S",
+    "STOPPED",
+    "CancelGoal",
+    "Command",
+    "Handoff",
+    "HandoffStatus",
+    "SendGoal",
+    "Step",
+    "ValidatePath",
+]
 
 K = DecisionKind
 _MAX_GROUPS = 8  # clips awaiting agreement at most
@@ -54,12 +64,10 @@ GOAL_STATUSES = ("succeeded", "aborted", "canceled", "unknown")
 # Error kinds of requests that never asked the Reasoner (errors.py): a trigger refused while busy or invalid,
 # a request cancelled by its caller or at shutdown. They say nothing about the scene.
 NOT_ANSWERS = frozenset({BusyError.kind, TaskError.kind, RequestCancelled.kind})
-FEEDBACK_PERIOD_S = 0.5  # [s] a goal's feedback is published as a decision at most this often (2 Hz)
-STOPPED = "stopped"  # the refusals counted without a failed gate: the node stopped before the path was sent
 _WAIT_SEND, _WAIT_VALIDATE = "send", "validate"  # what a path waiting for discovery goes on to
 
 
-class Handoff:
+class Handoff(GoalEvents):
     """The decisions of one node's handoff; thread-safe (outcomes arrive on the delivery thread, answers and
     goal events on executor threads)."""
 
@@ -225,61 +233,6 @@ class Handoff:
 
     # -- the goal's events (the ROS edge reports them) ---------------------------------------------------
 
-    def goal_response(self, request_id: str, accepted: bool, now_ns: int, detail: str = "") -> Step:
-        with self._lock:
-            goal = self._find_goal(request_id)
-            if goal is None:
-                return Step()
-            if not accepted:
-                self._forget_goal(goal)
-                why = detail or "Nav2 rejected the goal"
-                return self._record(self._goal_event(goal, K.GOAL_REJECTED, why, now_ns, final=True))
-            goal.accepted = True
-            step = self._goal_event(goal, K.GOAL_ACCEPTED, detail or "Nav2 accepted the goal", now_ns)
-            if goal.cancel_requested:  # asked while the goal's response was on its way
-                step += Step(commands=(CancelGoal(request_id),))
-            return self._record(step)
-
-    def goal_feedback(self, request_id: str, distance_to_goal: float, speed: float, now_ns: int) -> Step:
-        """Nav2's feedback about a goal: kept for /diagnostics, and a goal_feedback decision at most every
-        FEEDBACK_PERIOD_S per goal (Nav2 sends it at its controller's rate, 20 Hz and more)."""
-        with self._lock:
-            goal = self._find_goal(request_id)
-            if goal is None:
-                return Step()
-            goal.distance, goal.speed = float(distance_to_goal), float(speed)
-            now = self._clock()
-            if not goal.accepted:  # its goal_accepted decision comes first (the response may come later)
-                return Step()
-            if goal.feedback_at is not None and now - goal.feedback_at < FEEDBACK_PERIOD_S:
-                return Step()
-            goal.feedback_at = now
-            why = f"{goal.distance:.2f} m to go at {goal.speed:.2f} m/s"
-            return self._record(self._goal_event(goal, K.GOAL_FEEDBACK, why, now_ns))
-
-    def goal_result(self, request_id: str, status: str, error_code: int, error_msg: str, now_ns: int) -> Step:
-        """The goal's end: status "succeeded", "aborted", "canceled" (or "unknown"), with Nav2's error_code
-        and error_msg. Aborted with no error code while a newer goal was sent: preempted by it."""
-        with self._lock:
-            goal = self._find_goal(request_id)
-            if goal is None:
-                return Step()
-            current = goal is self._goal
-            self._forget_goal(goal)
-            if status == "succeeded":
-                kind, why = K.GOAL_SUCCEEDED, "Nav2 reached the path's end"
-            elif status == "canceled":
-                kind, why = K.GOAL_CANCELED, "Nav2 cancelled the goal"
-            elif status == "aborted" and not current and error_code == 0:
-                kind, why = K.GOAL_PREEMPTED, "Nav2 ended it for the newer goal"
-            else:
-                kind = K.GOAL_FAILED
-                why = f"Nav2 {status}: error_code {error_code}" + (f": {error_msg}" if error_msg else "")
-            step = self._goal_event(
-                goal, kind, why, now_ns, final=True, error_code=error_code, error_msg=error_msg
-            )
-            return self._record(step)
-
     def activate(self) -> None:
         """After lifecycle activate: answers are taken again, and the discovery window starts anew."""
         with self._lock:
@@ -317,11 +270,6 @@ class Handoff:
                     if goal.accepted:  # else once its response comes (goal_response)
                         step += Step(commands=(CancelGoal(goal.answer.request_id),))
             return self._record(step)
-
-    def goal_in_flight(self) -> bool:
-        """A goal was sent and Nav2 has not ended it (nor rejected it) yet."""
-        with self._lock:
-            return self._goal is not None and not self.settings.dry_run
 
     def status(self) -> HandoffStatus:
         with self._lock:
@@ -518,63 +466,3 @@ class Handoff:
     def _why(answer: Answer) -> str:
         failed = next((g for g in answer.gates if not g.passed), None)
         return f"{failed.name}: {failed.detail}" if failed else ""
-
-    def _find_goal(self, request_id: str) -> Goal | None:
-        if self._goal is not None and self._goal.answer.request_id == request_id:
-            return self._goal
-        return self._old_goals.get(request_id)
-
-    def _forget_goal(self, goal: Goal) -> None:
-        if goal is self._goal:
-            self._goal = None
-        else:
-            self._old_goals.pop(goal.answer.request_id, None)
-
-    # -- decisions ---------------------------------------------------------------------------------------
-
-    def _decide(self, answer: Answer, kind: str, reason: str, now_ns: int, action: str = "") -> Step:
-        decision = HandoffDecision(
-            request_id=answer.request_id,
-            clip_id=answer.clip_id,
-            task=answer.task,
-            decision=kind,
-            reason=reason,
-            decided_ns=now_ns,
-            gates=tuple(answer.gates),
-            path=answer.path,
-            dry_run=self.settings.dry_run,
-            action=action,
-        )
-        return Step(decisions=(decision,))
-
-    def _goal_event(
-        self,
-        goal: Goal,
-        kind: str,
-        reason: str,
-        now_ns: int,
-        final: bool = False,
-        error_code: int = 0,
-        error_msg: str = "",
-    ) -> Step:
-        step = self._decide(goal.answer, kind, reason, now_ns, action=self.settings.action)
-        decision = dataclasses.replace(
-            step.decisions[0],
-            error_code=int(error_code),
-            error_msg=error_msg,
-            distance_to_goal=goal.distance,
-            speed=goal.speed,
-        )
-        if final:
-            self._last_result = decision
-        return Step(decisions=(decision,))
-
-    def _record(self, step: Step) -> Step:
-        for decision in step.decisions:
-            self._counts[decision.decision] += 1
-            if decision.decision == K.REFUSED:
-                failed = decision.failed_gate
-                self._refused[failed.name if failed else STOPPED] += 1
-            if decision.decision != K.GOAL_FEEDBACK:  # the last decision shown is not drowned by feedback
-                self._last = decision
-        return step

@@ -1,0 +1,154 @@
+"""Nav2's answers about the goals the handoff sent, as decisions: a goal's response (accepted, rejected), its
+feedback (a decision at most every FEEDBACK_PERIOD_S), its result (succeeded, canceled, preempted by a newer
+goal, failed); and how every decision is made and counted. Handoff (decision.py) is built on it and owns the
+state it reads (set in Handoff.__init__)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+from collections.abc import Callable
+
+from cosmos_reasoner_ros.handoff.settings import HandoffSettings
+from cosmos_reasoner_ros.handoff.steps import Answer, CancelGoal, Goal, Step
+from cosmos_reasoner_ros.requests import DecisionKind, HandoffDecision
+
+__all__ = ["FEEDBACK_PERIOD_S", "STOPPED", "GoalEvents"]
+
+K = DecisionKind
+FEEDBACK_PERIOD_S = 0.5  # [s] a goal's feedback is published as a decision at most this often (2 Hz)
+STOPPED = "stopped"  # the refusals counted without a failed gate: the node stopped before the path was sent
+
+
+class GoalEvents:
+    """The goal in flight (and the older ones awaiting their result), Nav2's events about them, and the
+    record of every decision; thread-safe under the handoff's lock."""
+
+    settings: HandoffSettings
+    _lock: threading.RLock
+    _clock: Callable[[], float]
+    _goal: Goal | None
+    _old_goals: collections.OrderedDict[str, Goal]
+    _counts: collections.Counter[str]
+    _refused: collections.Counter[str]
+    _last: HandoffDecision | None
+    _last_result: HandoffDecision | None
+
+    def goal_response(self, request_id: str, accepted: bool, now_ns: int, detail: str = "") -> Step:
+        with self._lock:
+            goal = self._find_goal(request_id)
+            if goal is None:
+                return Step()
+            if not accepted:
+                self._forget_goal(goal)
+                why = detail or "Nav2 rejected the goal"
+                return self._record(self._goal_event(goal, K.GOAL_REJECTED, why, now_ns, final=True))
+            goal.accepted = True
+            step = self._goal_event(goal, K.GOAL_ACCEPTED, detail or "Nav2 accepted the goal", now_ns)
+            if goal.cancel_requested:  # asked while the goal's response was on its way
+                step += Step(commands=(CancelGoal(request_id),))
+            return self._record(step)
+
+    def goal_feedback(self, request_id: str, distance_to_goal: float, speed: float, now_ns: int) -> Step:
+        """Nav2's feedback about a goal: kept for /diagnostics, and a goal_feedback decision at most every
+        FEEDBACK_PERIOD_S per goal (Nav2 sends it at its controller's rate, 20 Hz and more)."""
+        with self._lock:
+            goal = self._find_goal(request_id)
+            if goal is None:
+                return Step()
+            goal.distance, goal.speed = float(distance_to_goal), float(speed)
+            now = self._clock()
+            if not goal.accepted:  # its goal_accepted decision comes first (the response may come later)
+                return Step()
+            if goal.feedback_at is not None and now - goal.feedback_at < FEEDBACK_PERIOD_S:
+                return Step()
+            goal.feedback_at = now
+            why = f"{goal.distance:.2f} m to go at {goal.speed:.2f} m/s"
+            return self._record(self._goal_event(goal, K.GOAL_FEEDBACK, why, now_ns))
+
+    def goal_result(self, request_id: str, status: str, error_code: int, error_msg: str, now_ns: int) -> Step:
+        """The goal's end: status "succeeded", "aborted", "canceled" (or "unknown"), with Nav2's error_code
+        and error_msg. Aborted with no error code while a newer goal was sent: preempted by it."""
+        with self._lock:
+            goal = self._find_goal(request_id)
+            if goal is None:
+                return Step()
+            current = goal is self._goal
+            self._forget_goal(goal)
+            if status == "succeeded":
+                kind, why = K.GOAL_SUCCEEDED, "Nav2 reached the path's end"
+            elif status == "canceled":
+                kind, why = K.GOAL_CANCELED, "Nav2 cancelled the goal"
+            elif status == "aborted" and not current and error_code == 0:
+                kind, why = K.GOAL_PREEMPTED, "Nav2 ended it for the newer goal"
+            else:
+                kind = K.GOAL_FAILED
+                why = f"Nav2 {status}: error_code {error_code}" + (f": {error_msg}" if error_msg else "")
+            step = self._goal_event(
+                goal, kind, why, now_ns, final=True, error_code=error_code, error_msg=error_msg
+            )
+            return self._record(step)
+
+    def goal_in_flight(self) -> bool:
+        """A goal was sent and Nav2 has not ended it (nor rejected it) yet."""
+        with self._lock:
+            return self._goal is not None and not self.settings.dry_run
+
+    def _find_goal(self, request_id: str) -> Goal | None:
+        if self._goal is not None and self._goal.answer.request_id == request_id:
+            return self._goal
+        return self._old_goals.get(request_id)
+
+    def _forget_goal(self, goal: Goal) -> None:
+        if goal is self._goal:
+            self._goal = None
+        else:
+            self._old_goals.pop(goal.answer.request_id, None)
+
+    def _decide(self, answer: Answer, kind: str, reason: str, now_ns: int, action: str = "") -> Step:
+        decision = HandoffDecision(
+            request_id=answer.request_id,
+            clip_id=answer.clip_id,
+            task=answer.task,
+            decision=kind,
+            reason=reason,
+            decided_ns=now_ns,
+            gates=tuple(answer.gates),
+            path=answer.path,
+            dry_run=self.settings.dry_run,
+            action=action,
+        )
+        return Step(decisions=(decision,))
+
+    def _goal_event(
+        self,
+        goal: Goal,
+        kind: str,
+        reason: str,
+        now_ns: int,
+        final: bool = False,
+        error_code: int = 0,
+        error_msg: str = "",
+    ) -> Step:
+        step = self._decide(goal.answer, kind, reason, now_ns, action=self.settings.action)
+        decision = dataclasses.replace(
+            step.decisions[0],
+            error_code=int(error_code),
+            error_msg=error_msg,
+            distance_to_goal=goal.distance,
+            speed=goal.speed,
+        )
+        if final:
+            self._last_result = decision
+        return Step(decisions=(decision,))
+
+    def _record(self, step: Step) -> Step:
+        for decision in step.decisions:
+            self._counts[decision.decision] += 1
+            if decision.decision == K.REFUSED:
+                failed = decision.failed_gate
+                self._refused[failed.name if failed else STOPPED] += 1
+            if decision.decision != K.GOAL_FEEDBACK:  # the last decision shown is not drowned by feedback
+                self._last = decision
+        return step
