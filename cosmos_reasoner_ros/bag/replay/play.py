@@ -10,161 +10,70 @@ message goes out (files/integrity.py): a damaged bag is never replayed. Camera t
 from __future__ import annotations
 
 import contextlib
-import importlib
-import random
-import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.files.integrity import check_bag
 from cosmos_reasoner_ros.bag.files.reader import BagReader
 from cosmos_reasoner_ros.bag.files.topics import VIDEO_TYPE, CameraTopics, choose_topics
 from cosmos_reasoner_ros.bag.files.video import VideoDecoder
-from cosmos_reasoner_ros.percentiles import percentile
+from cosmos_reasoner_ros.bag.replay.play_options import (
+    CLOCK_QOS,
+    QOS_CHOICES,
+    PlayOptions,
+    parse_remap,
+    qos_profile,
+)
+from cosmos_reasoner_ros.bag.replay.play_stats import LAG_SAMPLES, PlayStats
+from cosmos_reasoner_ros.bag.replay.ros_types import importable, message_class, topic_name_problem
 
-QOS_CHOICES = ("reliable", "sensor_data", "transient_local")
-
-
-MATCH_SETTLE_S = 0.5  # [s] after every topic is matched, before the first message
-
-
-@dataclass(frozen=True)
-class PlayOptions:
-    rate: float = 1.0  # playback speed factor (2.0: twice as fast)
-    loops: int = 1  # how often to play the bag; 0: until stopped
-    start_offset_s: float = 0.0  # [s] skip this much of the bag's beginning
-    until_s: float | None = None  # [s from the bag's first message] play no message recorded after this
-    cameras: tuple[str, ...] = ()  # camera topics; empty: the bag's only camera topic
-    infos: tuple[str, ...] = ()  # their CameraInfo topics; empty: found by namespace
-    depths: tuple[str, ...] = ()  # their depth topics; empty: found when unambiguous
-    depth: bool = True  # also play the depth topic (when there is one)
-    topics: tuple[str, ...] = ()  # further topics to play (alone: only these)
-    all_topics: bool = False  # every topic whose type rclpy has (the others are named and left out)
-    remap: Mapping[str, str] = field(default_factory=dict)  # bag topic -> published topic
-    # Reliable keep-last is the default because replay tests must not lose frames between processes;
-    # sensor_data (best effort) is what a real camera driver offers.
-    qos: str = "reliable"
-    qos_depth: int = 10
-    topic_qos: Mapping[str, str] = field(default_factory=dict)  # bag topic -> QoS name, overriding `qos`
-    wait_for_subscribers_s: float = 0.0  # [s] before starting, wait this long for every topic to be matched
-    # [s] after the last message, wait up to this long until reliable subscribers have acknowledged
-    # everything: a player that exits at once takes its last, not yet delivered messages with it.
-    drain_s: float = 5.0
-    clock: bool = True  # publish rosgraph_msgs/Clock in the bag's time (nodes with use_sim_time follow it)
-    clock_topic: str = "/clock"
-    clock_hz: float = 40.0  # [Hz] /clock while nothing else is published (also while paused: the same time)
-    announce: bool = True  # say on stderr which topics were chosen
-
-    def check(self) -> None:
-        if not self.rate > 0:
-            raise BagError(f"rate must be > 0, got {self.rate}")
-        if self.loops < 0 or self.start_offset_s < 0 or self.qos_depth < 1 or self.drain_s < 0:
-            raise BagError("loops, start offset and drain must be >= 0, qos depth >= 1")
-        if self.until_s is not None and not self.start_offset_s < self.until_s:
-            raise BagError(f"the end ({self.until_s} s) must come after the start ({self.start_offset_s} s)")
-        if not 0 < self.clock_hz <= 1000:
-            raise BagError(f"clock rate must be in (0, 1000] Hz, got {self.clock_hz}")
-        for name in (self.qos, *self.topic_qos.values()):
-            if name not in QOS_CHOICES:
-                raise BagError(f"unknown qos {name!r}; use one of {', '.join(QOS_CHOICES)}")
-
-
-# The lag figures come from a uniform sample of at most this many messages: `play --loop` runs for hours (a
-# float per message grew by some 80 MB a day at 30 Hz), and the median or p95 of 4,096 samples is within a
-# few per cent of the whole run's.
-LAG_SAMPLES = 4096
+# PlayOptions, PlayStats and the rclpy names are imported from here too (play_options, play_stats,
+# ros_types).
+__all__ = [
+    "LAG_SAMPLES",
+    "MATCH_SETTLE_S",
+    "QOS_CHOICES",
+    "PlayOptions",
+    "PlayStats",
+    "Player",
+    "message_class",
+    "parse_remap",
+    "topic_name_problem",
+]
 
 
 @dataclass
-class PlayStats:
-    published: int = 0
-    per_topic: dict[str, int] = field(default_factory=dict)
-    wall_s: float = 0.0
-    unacknowledged: list[str] = field(default_factory=list)  # topics not acknowledged within drain_s
-    lag_count: int = 0  # messages whose lag (actual - scheduled publish time) was measured
-    lag_max_s: float = 0.0  # [s] the largest lag, exact
-    # [s] a uniform sample (reservoir) of at most LAG_SAMPLES lags: median and p95 come from it
-    lag_sample: list[float] = field(default_factory=list)
-    _rng: random.Random = field(default_factory=lambda: random.Random(0), repr=False, compare=False)  # noqa: S311
+class _Run:
+    """One call of Player.run: when it stops, its rate, the marks still to run and the hooks."""
 
-    def add_lag(self, lag_s: float) -> None:
-        """One message's lag, in bounded memory (reservoir sampling, Vitter's algorithm R)."""
-        self.lag_count += 1
-        self.lag_max_s = max(self.lag_max_s, lag_s) if self.lag_count > 1 else lag_s
-        if len(self.lag_sample) < LAG_SAMPLES:
-            self.lag_sample.append(lag_s)
-        else:
-            slot = self._rng.randrange(self.lag_count)
-            if slot < LAG_SAMPLES:
-                self.lag_sample[slot] = lag_s
-
-    def summary(self) -> dict[str, Any]:
-        lags = self.lag_sample
-        return {
-            "published": self.published,
-            "per_topic": dict(self.per_topic),
-            "wall_s": round(self.wall_s, 3),
-            "lag_median_ms": round(statistics.median(lags) * 1e3, 3) if lags else 0.0,
-            "lag_p95_ms": round(percentile(lags, 0.95) * 1e3, 3),
-            "lag_max_ms": round(self.lag_max_s * 1e3, 3),
-            "lag_samples": len(lags),
-            "unacknowledged": list(self.unacknowledged),
-        }
+    stop: threading.Event
+    rate: float
+    span_ns: int  # one pass over the recording, in bag time
+    pending: list[int]  # the marks still to run, in order (the first pass only)
+    at_mark: Callable[[int], None] | None
+    ends_at_marks: bool
+    before_publish: Callable[[int], None] | None
+    after_publish: Callable[[str, int, bytes], None] | None
+    stats: PlayStats = field(default_factory=lambda: PlayStats())
 
 
-def parse_remap(items: Sequence[str]) -> dict[str, str]:
-    """`old:=new` pairs (ROS 2 remapping syntax) to a dict."""
-    out = {}
-    for item in items:
-        old, sep, new = item.partition(":=")
-        if not sep or not old or not new:
-            raise BagError(f"remap {item!r} is not old:=new")
-        out[old] = new
-    return out
-
-
-def message_class(msgtype: str) -> Any:
-    """The rclpy message class of `pkg/msg/Name`."""
-    parts = msgtype.split("/")
-    if len(parts) == 2:  # `pkg/Name`, as older recordings name types
-        parts.insert(1, "msg")
-    try:
-        package, kind, name = parts
-        return getattr(importlib.import_module(f"{package}.{kind}"), name)
-    except (ImportError, AttributeError, ValueError):
-        raise BagError(f"message type {msgtype} is not installed for rclpy") from None
-
-
-def qos_profile(name: str, depth: int) -> QoSProfile:
-    if name == "sensor_data":
-        return qos_profile_sensor_data
-    durability = DurabilityPolicy.TRANSIENT_LOCAL if name == "transient_local" else DurabilityPolicy.VOLATILE
-    return QoSProfile(
-        history=HistoryPolicy.KEEP_LAST,
-        depth=depth,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=durability,
-    )
-
-
-# rosgraph_msgs/Clock as rclcpp::ClockQoS: the newest value is all that counts.
-CLOCK_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+MATCH_SETTLE_S = 0.5  # [s] after every topic is matched, before the first message
+_DEFAULTS = PlayOptions()  # (frozen)
 
 
 class Player:
     """Plays one bag on a node's publishers. `run` blocks (call it from a thread when the node spins
     elsewhere)."""
 
-    def __init__(self, node: Node, bag: Path | BagReader, options: PlayOptions = PlayOptions()) -> None:
+    def __init__(self, node: Node, bag: Path | BagReader, options: PlayOptions = _DEFAULTS) -> None:
         options.check()
         self.node = node
         self.options = options
@@ -235,7 +144,7 @@ class Player:
                     skipped.append(f"{t.name} (this player publishes the clock)")
                 elif not t.readable:
                     skipped.append(f"{t.name} ({t.encoding} encoding)")
-                elif t.msgtype != VIDEO_TYPE and not _importable(t.msgtype):
+                elif t.msgtype != VIDEO_TYPE and not importable(t.msgtype):
                     skipped.append(f"{t.name} ({t.msgtype}: not installed for rclpy)")
                 else:
                     topics.append(t.name)
@@ -394,96 +303,110 @@ class Player:
         message played runs at that message's time (the clock never goes back). `stop_after_marks`: the
         playback ends once the last mark has run (evaluation: nothing after the last trigger is asked for).
         Nothing recorded after the end (PlayOptions.until_s) is played."""
-        stop = stop or threading.Event()
-        ends_at_marks = stop_after_marks and at_mark is not None and bool(marks)
+        run = _Run(
+            stop=stop or threading.Event(),
+            rate=self.options.rate,
+            span_ns=self.end_ns - self.start_ns + 1,
+            pending=sorted(marks) if at_mark is not None else [],
+            at_mark=at_mark,
+            ends_at_marks=stop_after_marks and at_mark is not None and bool(marks),
+            before_publish=before_publish,
+            after_publish=after_publish,
+        )
         self.start_clock()
         if self.options.wait_for_subscribers_s > 0:
-            self.wait_for_subscribers(self.options.wait_for_subscribers_s, stop)
-        stats = PlayStats()
-        rate = self.options.rate
-        span_ns = self.end_ns - self.start_ns + 1
+            self.wait_for_subscribers(self.options.wait_for_subscribers_s, run.stop)
         begin = time.monotonic()
         with self._clock_lock:
             self._base, self._running = begin, True
+            # The clock thread's ticks never pass the next mark before it is handled.
+            self._hold_ns = run.pending[0] if run.pending else None
         loop = 0
-        # Video needs its keyframe: read from the first message and decode what lies before the offset.
-        read_from = self.first_ns if self.decoders else self.start_ns
-        pending = sorted(marks) if at_mark is not None else []
-        with self._clock_lock:  # the clock thread's ticks never pass the next mark before it is handled
-            self._hold_ns = pending[0] if pending else None
-
-        def hook(call: Callable[[], None]) -> None:
-            with self._clock_lock:
-                entered = time.monotonic()
-                self._paused = True
-            try:
-                call()
-            finally:
-                # The base first, then the pause cleared, in one step for the clock thread.
-                with self._clock_lock:
-                    self._base += time.monotonic() - entered
-                    self._paused = False
-
-        def reach(mark: int) -> None:
-            """Wait until the playback clock reaches the mark, then run at_mark, the clock standing on it."""
-            assert at_mark is not None
-            try:
-                if self._wait_until(self._base + (mark - self.start_ns) / 1e9 / rate, stop):
-                    with self._clock_lock:
-                        self._last_ns = max(self._last_ns, mark)
-                    self._publish_clock(mark)
-                    hook(lambda: at_mark(mark))
-            finally:
-                with self._clock_lock:  # the clock runs on to the next mark, not past it
-                    self._hold_ns = pending[0] if pending else None
-
         try:
-            while not stop.is_set() and (self.options.loops == 0 or loop < self.options.loops):
-                with self._clock_lock:
-                    self._loop_ns = loop * span_ns
-                    self._clock_ns = 0  # a new pass: /clock goes back to the bag's start, as in ros2 bag play
-                self.decoders = {t: VideoDecoder(t) for t in self.decoders}  # each loop from a keyframe
-                for m in self.reader.messages(self.topics, read_from):
-                    if stop.is_set() or m.log_ns > self.end_ns:
-                        break
-                    outgoing = self._outgoing(m.topic, m.data)
-                    if m.log_ns < self.start_ns or not outgoing:
-                        continue
-                    while loop == 0 and pending and pending[0] < m.log_ns and not stop.is_set():
-                        reach(pending.pop(0))
-                    if ends_at_marks and not pending:
-                        break
-                    if before_publish is not None:
-                        hook(lambda: before_publish(m.log_ns))  # noqa: B023 (called at once)
-                    due = self._base + ((m.log_ns - self.start_ns) + loop * span_ns) / 1e9 / rate
-                    if not self._wait_until(due, stop):
-                        break
-                    topic, publisher = self.publishers[m.topic]
-                    with self._clock_lock:
-                        self._last_ns = m.log_ns
-                    # The clock first: a node stamps the frame's arrival with it.
-                    self._publish_clock(m.log_ns)
-                    stats.add_lag(time.monotonic() - due)
-                    for item in outgoing:
-                        publisher.publish(item)
-                    stats.published += len(outgoing)
-                    self.sent[m.topic] = self.sent.get(m.topic, 0) + len(outgoing)
-                    stats.per_topic[topic] = stats.per_topic.get(topic, 0) + len(outgoing)
-                    if after_publish is not None:
-                        hook(lambda: after_publish(m.topic, m.log_ns, m.data))  # noqa: B023
-                while loop == 0 and pending and not stop.is_set():  # marks after the last message
-                    reach(pending.pop(0))
+            while not run.stop.is_set() and (self.options.loops == 0 or loop < self.options.loops):
+                self._play_pass(run, loop)
+                while loop == 0 and run.pending and not run.stop.is_set():  # marks after the last message
+                    self._reach(run, run.pending.pop(0))
                 loop += 1
-                if ends_at_marks:
+                if run.ends_at_marks:
                     break
         finally:
-            stats.wall_s = time.monotonic() - begin
+            run.stats.wall_s = time.monotonic() - begin
             with self._clock_lock:
                 self._running = False
                 self._hold_ns = None
-        if not stop.is_set():
-            stats.unacknowledged = self.drain(self.options.drain_s)
-        return stats
+        if not run.stop.is_set():
+            run.stats.unacknowledged = self.drain(self.options.drain_s)
+        return run.stats
+
+    def _play_pass(self, run: _Run, loop: int) -> None:
+        """One pass over the recording: each message at its time, the marks before it run first."""
+        with self._clock_lock:
+            self._loop_ns = loop * run.span_ns
+            self._clock_ns = 0  # a new pass: /clock goes back to the bag's start, as in ros2 bag play
+        self.decoders = {t: VideoDecoder(t) for t in self.decoders}  # each loop from a keyframe
+        # Video needs its keyframe: read from the first message and decode what lies before the offset.
+        read_from = self.first_ns if self.decoders else self.start_ns
+        for m in self.reader.messages(self.topics, read_from):
+            if run.stop.is_set() or m.log_ns > self.end_ns:
+                return
+            outgoing = self._outgoing(m.topic, m.data)
+            if m.log_ns < self.start_ns or not outgoing:
+                continue
+            while loop == 0 and run.pending and run.pending[0] < m.log_ns and not run.stop.is_set():
+                self._reach(run, run.pending.pop(0))
+            if run.ends_at_marks and not run.pending:
+                return
+            if (before := run.before_publish) is not None:
+                self._paused_for(lambda: before(m.log_ns))  # noqa: B023 (called at once)
+            due = self._base + ((m.log_ns - self.start_ns) + loop * run.span_ns) / 1e9 / run.rate
+            if not self._wait_until(due, run.stop):
+                return
+            self._publish(m.topic, m.log_ns, outgoing, run.stats, due)
+            if (after := run.after_publish) is not None:
+                self._paused_for(lambda: after(m.topic, m.log_ns, m.data))  # noqa: B023
+
+    def _publish(
+        self, bag_topic: str, log_ns: int, outgoing: list[Any], stats: PlayStats, due: float
+    ) -> None:
+        """One recorded message out (the clock first: a node stamps the frame's arrival with it), counted."""
+        topic, publisher = self.publishers[bag_topic]
+        with self._clock_lock:
+            self._last_ns = log_ns
+        self._publish_clock(log_ns)
+        stats.add_lag(time.monotonic() - due)
+        for item in outgoing:
+            publisher.publish(item)
+        stats.published += len(outgoing)
+        self.sent[bag_topic] = self.sent.get(bag_topic, 0) + len(outgoing)
+        stats.per_topic[topic] = stats.per_topic.get(topic, 0) + len(outgoing)
+
+    def _paused_for(self, call: Callable[[], None]) -> None:
+        """Run `call` with the playback clock paused: time spent inside it does not count."""
+        with self._clock_lock:
+            entered = time.monotonic()
+            self._paused = True
+        try:
+            call()
+        finally:
+            # The base first, then the pause cleared, in one step for the clock thread.
+            with self._clock_lock:
+                self._base += time.monotonic() - entered
+                self._paused = False
+
+    def _reach(self, run: _Run, mark: int) -> None:
+        """Wait until the playback clock reaches the mark, then run at_mark, the clock standing on it."""
+        at_mark = run.at_mark
+        assert at_mark is not None
+        try:
+            if self._wait_until(self._base + (mark - self.start_ns) / 1e9 / run.rate, run.stop):
+                with self._clock_lock:
+                    self._last_ns = max(self._last_ns, mark)
+                self._publish_clock(mark)
+                self._paused_for(lambda: at_mark(mark))
+        finally:
+            with self._clock_lock:  # the clock runs on to the next mark, not past it
+                self._hold_ns = run.pending[0] if run.pending else None
 
     @staticmethod
     def _wait_until(due: float, stop: threading.Event) -> bool:
@@ -554,26 +477,3 @@ class Player:
             with contextlib.suppress(Exception):  # the context is gone already: nothing left to release
                 self.node.destroy_publisher(publisher)
         self.publishers = {}
-
-
-def topic_name_problem(name: str) -> str:
-    """Why ROS 2 would refuse `name` as a topic name ("" when it takes it): a recording made by another tool
-    (ROS 1, a bridge) may name a topic `/cam-1/image`, which rclpy refuses with an exception."""
-    from rclpy.exceptions import NameValidationException
-    from rclpy.validate_full_topic_name import validate_full_topic_name
-    from rclpy.validate_topic_name import validate_topic_name
-
-    try:
-        (validate_full_topic_name if name.startswith("/") else validate_topic_name)(name)
-    except NameValidationException as exc:
-        reason = str(exc).splitlines()[0].removeprefix("Invalid topic name: ")
-        return f"{name[:120]!r} is not a valid ROS 2 topic name ({reason}); --remap it to one"
-    return ""
-
-
-def _importable(msgtype: str) -> bool:
-    try:
-        message_class(msgtype)
-    except BagError:
-        return False
-    return True
