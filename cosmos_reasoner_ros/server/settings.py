@@ -112,34 +112,7 @@ class ServerSettings:
             problems.append(f"mode: one of {', '.join(MODES)}, got {self.mode!r}")
         if not 0 < self.port < 65536:
             problems.append(f"port: 1-65535, got {self.port}")
-        if self.tensor_parallel_size < 1:
-            problems.append(f"tensor_parallel_size: >= 1, got {self.tensor_parallel_size}")
-        if self.data_parallel_size < 1:
-            problems.append(f"data_parallel_size: >= 1, got {self.data_parallel_size}")
-        if not 0 <= self.data_parallel_size_local <= self.data_parallel_size:
-            problems.append(
-                f"data_parallel_size_local: 0 (all on this host) to data_parallel_size, "
-                f"got {self.data_parallel_size_local}"
-            )
-        if not 0 <= self.data_parallel_start_rank < self.data_parallel_size:
-            problems.append(
-                f"data_parallel_start_rank: 0 to data_parallel_size - 1, got {self.data_parallel_start_rank}"
-            )
-        if not 0 <= self.data_parallel_rpc_port < 65536:
-            problems.append(
-                f"data_parallel_rpc_port: 0 (vLLM's default) or 1-65535, got {self.data_parallel_rpc_port}"
-            )
-        if self.data_parallel_backend not in DATA_PARALLEL_BACKENDS:
-            problems.append(f"data_parallel_backend: empty, mp or ray, got {self.data_parallel_backend!r}")
-        if self.headless and self.data_parallel_size_local in (0, self.data_parallel_size):
-            problems.append(
-                "headless: only for a secondary host of multi-node data parallelism "
-                "(data_parallel_size_local below data_parallel_size)"
-            )
-        if not 0 <= self.api_server_count <= 64:
-            problems.append(f"api_server_count: 0 (vLLM's default) to 64, got {self.api_server_count}")
-        elif self.api_server_count and self.headless:
-            problems.append("api_server_count: a headless host runs no API server (leave it 0)")
+        problems += _parallel_problems(self)
         if not (self.gpu_memory_utilization == 0 or 0 < self.gpu_memory_utilization <= 1):
             problems.append(
                 f"gpu_memory_utilization: 0 (vLLM's default) or in (0, 1], got {self.gpu_memory_utilization}"
@@ -206,6 +179,40 @@ SUPERVISION_RANGES: dict[str, tuple[float, float, bool]] = {
     "restart_reset_s": (1.0, 7 * 86400.0, False),
     "stop_grace_s": (0.1, 3600.0, False),
 }
+
+
+def _parallel_problems(s: ServerSettings) -> list[str]:
+    """Tensor and data parallelism, headless hosts and the API servers in front of them."""
+    problems = []
+    if s.tensor_parallel_size < 1:
+        problems.append(f"tensor_parallel_size: >= 1, got {s.tensor_parallel_size}")
+    if s.data_parallel_size < 1:
+        problems.append(f"data_parallel_size: >= 1, got {s.data_parallel_size}")
+    if not 0 <= s.data_parallel_size_local <= s.data_parallel_size:
+        problems.append(
+            f"data_parallel_size_local: 0 (all on this host) to data_parallel_size, "
+            f"got {s.data_parallel_size_local}"
+        )
+    if not 0 <= s.data_parallel_start_rank < s.data_parallel_size:
+        problems.append(
+            f"data_parallel_start_rank: 0 to data_parallel_size - 1, got {s.data_parallel_start_rank}"
+        )
+    if not 0 <= s.data_parallel_rpc_port < 65536:
+        problems.append(
+            f"data_parallel_rpc_port: 0 (vLLM's default) or 1-65535, got {s.data_parallel_rpc_port}"
+        )
+    if s.data_parallel_backend not in DATA_PARALLEL_BACKENDS:
+        problems.append(f"data_parallel_backend: empty, mp or ray, got {s.data_parallel_backend!r}")
+    if s.headless and s.data_parallel_size_local in (0, s.data_parallel_size):
+        problems.append(
+            "headless: only for a secondary host of multi-node data parallelism "
+            "(data_parallel_size_local below data_parallel_size)"
+        )
+    if not 0 <= s.api_server_count <= 64:
+        problems.append(f"api_server_count: 0 (vLLM's default) to 64, got {s.api_server_count}")
+    elif s.api_server_count and s.headless:
+        problems.append("api_server_count: a headless host runs no API server (leave it 0)")
+    return problems
 
 
 def _gpu_count_problems(s: ServerSettings) -> list[str]:
