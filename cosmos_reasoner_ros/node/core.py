@@ -28,6 +28,7 @@ from cosmos_reasoner_ros.clips import (
 from cosmos_reasoner_ros.errors import ReasonerError, quoted
 from cosmos_reasoner_ros.model_family import AUTO, family_from_checkpoint, resolve_family
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig, split_tasks, validate
+from cosmos_reasoner_ros.parameters.server_url import normalise_server_url
 from cosmos_reasoner_ros.reasoner import (
     ClientSettings,
     MediaForm,
@@ -151,7 +152,7 @@ def served_model_paths(base_url: str, model: str, api_key: str | None, timeout_s
     """The root and id of the served model on {base_url}/models (`model`, else the first listed): where the
     server loaded it from. Empty when the server does not answer with such a list."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    request = urllib.request.Request(base_url.rstrip("/") + "/models", headers=headers)  # noqa: S310
+    request = urllib.request.Request(normalise_server_url(base_url) + "/models", headers=headers)  # noqa: S310
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (http(s), checked)
             data = json.loads(response.read(1 << 20)).get("data")
