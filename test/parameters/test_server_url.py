@@ -132,10 +132,6 @@ PLACES: dict[str, Callable[[str], str | None]] = {
     "launch arguments": _launch,
 }
 
-# Places that still show a URL with errors.shown_url, which redacts a well-formed URL only (it keeps the
-# secret of `http:/user:password@host`); drop them from here once they use parameters.server_url.
-ERRORS_SHOWN_URL = {"node parameters", "launch arguments"}
-
 
 @given(urls)
 @settings(max_examples=300, deadline=None)
@@ -163,7 +159,7 @@ def test_the_rule_agrees_with_urllib(url: str) -> None:
 def test_every_place_gives_the_same_verdict(place: str, url: str) -> None:
     verdict = PLACES[place](url)
     assert (verdict is None) == (oracle_problem(url) is None), (place, url, verdict)
-    if verdict is not None and (place not in ERRORS_SHOWN_URL or oracle_problem(url) == "credentials"):
+    if verdict is not None:
         assert SECRET not in verdict, (place, url, verdict)
 
 
