@@ -215,6 +215,7 @@ def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
     return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
+# The server URL's rule is parameters.server_url; bag/replay/reachability.py still shows URLs with this copy.
 def url_has_credentials(url: str) -> bool:
     """Whether a URL carries a user or password (`http://user:password@host/`). Such URLs are refused
     wherever one is configured: they would show their secret in logs, diagnostics and parameter dumps, and
@@ -230,13 +231,3 @@ def shown_url(url: str) -> str:
         host_part, slash, path = rest.partition("/")
         rest = "<redacted>@" + host_part.rsplit("@", 1)[1] + slash + path
     return quoted(scheme + sep + rest, 200)
-
-
-def credentials_problem(name: str, url: str) -> str:
-    """The configuration problem of a URL with credentials, naming the setting and never the secret."""
-    if not url_has_credentials(url):
-        return ""
-    return (
-        f"{name}: must not contain credentials (user:password@): the API key comes from the environment "
-        f"variable named by api_key_env and is sent as a bearer token; got {shown_url(url)}"
-    )
