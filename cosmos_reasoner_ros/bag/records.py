@@ -30,15 +30,8 @@ from typing import Any
 
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.errors import ANSWER_ERROR_KINDS
-from cosmos_reasoner_ros.geometry import (
-    Box2D,
-    Point2D,
-    Trajectory,
-    norm_to_pixel,
-    ns_from_sec_nanosec,
-    point_pixels,
-)
-from cosmos_reasoner_ros.reasoner import Segment
+from cosmos_reasoner_ros.geometry import Box2D, Point2D, Trajectory, ns_from_sec_nanosec
+from cosmos_reasoner_ros.reasoner import CameraBox, CameraTrajectory, Segment, kind_of, slot_kinds
 
 __all__ = [
     "CameraBox",
@@ -52,51 +45,6 @@ __all__ = [
     "results_file",
     "write_records",
 ]
-
-
-@dataclass(frozen=True)
-class CameraTrajectory:
-    """A trajectory drawn on one camera's image (ReasonerResult.trajectories[i]); the points carry both the
-    0-1000 values and the pixels of that width x height image."""
-
-    trajectory: Trajectory
-    camera: str = ""
-    width: int = 0
-    height: int = 0
-
-    @property
-    def label(self) -> str:
-        return self.trajectory.label
-
-    def pixels(self) -> list[tuple[float, float]]:
-        """(x, y) per point in pixels of the camera image."""
-        return [
-            (p.x, p.y) if p.x is not None and p.y is not None else point_pixels(p, self.width, self.height)
-            for p in self.trajectory.points
-        ]
-
-
-@dataclass(frozen=True)
-class CameraBox:
-    box: Box2D
-    camera: str = ""
-    width: int = 0
-    height: int = 0
-
-    @property
-    def label(self) -> str:
-        return self.box.label
-
-    def pixels(self) -> tuple[float, float, float, float]:
-        b = self.box
-        if None not in (b.x1, b.y1, b.x2, b.y2):
-            return float(b.x1 or 0.0), float(b.y1 or 0.0), float(b.x2 or 0.0), float(b.y2 or 0.0)
-        return (
-            norm_to_pixel(b.x1_norm, self.width),
-            norm_to_pixel(b.y1_norm, self.height),
-            norm_to_pixel(b.x2_norm, self.width),
-            norm_to_pixel(b.y2_norm, self.height),
-        )
 
 
 @dataclass(frozen=True)
@@ -268,28 +216,17 @@ class ResultRecord:
         return self.success or self.error_kind in ANSWER_ERROR_KINDS
 
     def answered_as(self, kind: str) -> bool:
-        """A successful answer that holds the shape a label of this kind compares with (points, boxes,
-        segments, choice, text): what scoring grades and `labels draft` turns into a label."""
-        if not self.success:
-            return False
-        shapes = {
-            "points": self.trajectories,
-            "boxes": self.boxes,
-            "segments": self.segments,
-            "choice": self.choice,
-            "text": self.answer.strip(),
-        }
-        return bool(shapes[kind])
+        """A successful answer that holds the shape a label of this kind compares with (its kind's values in
+        the kind's slot): what scoring grades and `labels draft` turns into a label."""
+        unit = kind_of(kind)
+        return self.success and unit.holds(getattr(self, unit.slot))
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for key in _TEXTS:
             data[key] = list(getattr(self, key))
-        data["trajectories"] = [_trajectory_dict(t) for t in self.trajectories]
-        data["boxes"] = [_box_dict(b) for b in self.boxes]
-        data["segments"] = [
-            {"caption": s.caption, "start_s": s.start_s, "end_s": s.end_s} for s in self.segments
-        ]
+        for unit in slot_kinds():  # each answer kind's values in its own file form
+            data[unit.slot] = unit.dump(getattr(self, unit.slot))
         data["handoff"] = self.handoff.to_dict() if self.handoff is not None else None
         data["provenance"] = [dataclasses.asdict(p) for p in self.provenance]
         return data
@@ -310,15 +247,9 @@ class ResultRecord:
         for key in _TEXTS:
             if key in values:
                 values[key] = tuple(str(v) for v in values[key])
-        if "trajectories" in values:
-            values["trajectories"] = tuple(_trajectory_from(t) for t in values["trajectories"])
-        if "boxes" in values:
-            values["boxes"] = tuple(_box_from(b) for b in values["boxes"])
-        if "segments" in values:
-            values["segments"] = tuple(
-                Segment(float(s["start_s"]), float(s["end_s"]), str(s.get("caption", "")))
-                for s in values["segments"]
-            )
+        for unit in slot_kinds():
+            if unit.slot in values:
+                values[unit.slot] = unit.load(values[unit.slot])
         if values.get("handoff") is not None:
             values["handoff"] = HandoffRecord.from_dict(values["handoff"])
         if "stages" in values:
@@ -330,56 +261,6 @@ class ResultRecord:
 
 
 _TEXTS = ("cameras", "clip_uris", "unverifiable", "notes", "bag_notes")  # the record's tuples of strings
-
-
-def _trajectory_dict(t: CameraTrajectory) -> dict[str, Any]:
-    return {
-        "label": t.label,
-        "camera": t.camera,
-        "width": t.width,
-        "height": t.height,
-        "points_norm": [[p.x_norm, p.y_norm] for p in t.trajectory.points],
-        "points_px": [[x, y] for x, y in t.pixels()],
-    }
-
-
-def _box_dict(b: CameraBox) -> dict[str, Any]:
-    box = b.box
-    return {
-        "label": b.label,
-        "camera": b.camera,
-        "width": b.width,
-        "height": b.height,
-        "norm": [box.x1_norm, box.y1_norm, box.x2_norm, box.y2_norm],
-        "px": list(b.pixels()),
-    }
-
-
-def _trajectory_from(data: Mapping[str, Any]) -> CameraTrajectory:
-    label = str(data.get("label", ""))
-    norm = data.get("points_norm", [])
-    px = data.get("points_px") or [[None, None]] * len(norm)  # files written before pixels were kept
-    points = tuple(
-        Point2D(label, float(n[0]), float(n[1]), _opt(p[0]), _opt(p[1]))
-        for n, p in zip(norm, px, strict=True)
-    )
-    return CameraTrajectory(
-        Trajectory(label, points),
-        str(data.get("camera", "")),
-        int(data.get("width", 0)),
-        int(data.get("height", 0)),
-    )
-
-
-def _box_from(data: Mapping[str, Any]) -> CameraBox:
-    x1, y1, x2, y2 = (float(v) for v in data["norm"])
-    px = [_opt(v) for v in data.get("px") or [None] * 4]
-    box = Box2D(str(data.get("label", "")), x1, y1, x2, y2, px[0], px[1], px[2], px[3])
-    return CameraBox(box, str(data.get("camera", "")), int(data.get("width", 0)), int(data.get("height", 0)))
-
-
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def write_records(records: Iterable[ResultRecord], path: Path) -> None:

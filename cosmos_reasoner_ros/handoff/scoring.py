@@ -23,7 +23,7 @@ from cosmos_reasoner_ros.geometry import (
     resample,
 )
 from cosmos_reasoner_ros.handoff.ground_path import PathLimits, ground_path
-from cosmos_reasoner_ros.reasoner import ParsedAnswer
+from cosmos_reasoner_ros.reasoner import POINTS, ParsedAnswer
 from cosmos_reasoner_ros.requests import ClipSummary, Outcome
 
 __all__ = ["PathScore", "score_path_against_label"]
@@ -64,7 +64,7 @@ def score_path_against_label(
     frechet_px = _frechet_px(path_px, label_px)
     if intrinsics is None or plane is None or limits is None or not path:
         return PathScore(None, None, None, frechet_px)
-    parsed = ParsedAnswer(raw="", reasoning=None, answer="", trajectories=(label,), answer_kind="points")
+    parsed = ParsedAnswer(raw="", reasoning=None, answer="", trajectories=(label,), answer_kind=POINTS.name)
     outcome = Outcome(
         request_id="label",
         task="",

@@ -45,7 +45,7 @@ from cosmos_reasoner_ros.msg import HandoffDecision as HandoffDecisionMsg
 from cosmos_reasoner_ros.node.diagnostics import ProblemLog, StatusReport
 from cosmos_reasoner_ros.node.handoff_messages import base_path_msg, decision_msg
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig
-from cosmos_reasoner_ros.reasoner import TaskCatalog
+from cosmos_reasoner_ros.reasoner import KINDS, TaskCatalog
 from cosmos_reasoner_ros.requests import DecisionKind, HandoffDecision, Outcome
 from cosmos_reasoner_ros.srv import ConfirmHandoff
 
@@ -80,7 +80,7 @@ class HandoffEdge:
     @staticmethod
     def check(cfg: NodeConfig, settings: HandoffSettings, catalog: TaskCatalog) -> None:
         """ConfigError naming each bad handoff parameter (none when the handoff is off)."""
-        points_tasks = [n for n in catalog.names() if catalog.spec(n).answer_kind == "points"]
+        points_tasks = [n for n in catalog.names() if KINDS[catalog.spec(n).answer_kind].path]
         found = settings_problems(settings, [c.name for c in cfg.cameras], points_tasks)
         if found:
             raise ConfigError("invalid parameters:\n  " + "\n  ".join(found))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_reasoner_ros.errors import ReasonerError
+from cosmos_reasoner_ros.reasoner.kinds import KINDS, slot_kinds
 from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, parse_answer, split_reasoning
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 
@@ -19,47 +20,21 @@ from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 def answer_to_json(
     task: str, parsed: ParsedAnswer | None, error: str | None = None, raw: str = ""
 ) -> dict[str, Any]:
-    """The CLI's output object; on failure the reasoning/answer split of `raw` is still shown."""
+    """The CLI's output object; on failure the reasoning/answer split of `raw` is still shown. Each structured
+    kind's values under its name (a kind sharing its slot with another: under that one's name, in its own
+    form when it is the answer's kind)."""
+    ok = parsed is not None
     if parsed is None:
         reasoning, answer = split_reasoning(raw) if raw else (None, "")
-        return {
-            "ok": False,
-            "task": task,
-            "reasoning": reasoning,
-            "answer": answer,
-            "points": [],
-            "boxes": [],
-            "segments": [],
-            "choice": None,
-            "error": error,
-        }
-    return {
-        "ok": True,
-        "task": task,
-        "reasoning": parsed.reasoning,
-        "answer": parsed.answer,
-        "points": [
-            {"label": p.label, "x": p.x, "y": p.y, "x_norm": p.x_norm, "y_norm": p.y_norm}
-            for p in parsed.points
-        ],
-        "boxes": [
-            {
-                "label": b.label,
-                "x1": b.x1,
-                "y1": b.y1,
-                "x2": b.x2,
-                "y2": b.y2,
-                "x1_norm": b.x1_norm,
-                "y1_norm": b.y1_norm,
-                "x2_norm": b.x2_norm,
-                "y2_norm": b.y2_norm,
-            }
-            for b in parsed.boxes
-        ],
-        "segments": [{"start_s": s.start_s, "end_s": s.end_s, "caption": s.caption} for s in parsed.segments],
-        "choice": parsed.choice,
-        "error": None,
-    }
+        parsed = ParsedAnswer(raw=raw, reasoning=reasoning, answer=answer)
+    out: dict[str, Any] = {"ok": ok, "task": task, "reasoning": parsed.reasoning, "answer": parsed.answer}
+    answered = KINDS.get(parsed.answer_kind)
+    for kind in slot_kinds():
+        if kind.structured:
+            form = answered if answered is not None and answered.slot == kind.slot else kind
+            out[kind.name] = form.to_json(getattr(parsed, kind.slot))
+    out["error"] = error
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

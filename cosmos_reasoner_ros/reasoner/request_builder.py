@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.model_family import DEFAULT_FAMILY, family
+from cosmos_reasoner_ros.reasoner.kinds import KINDS
 from cosmos_reasoner_ros.reasoner.tasks import RenderedTask
 from cosmos_reasoner_ros.schemas.structured_output import request_fields
 
@@ -26,9 +27,9 @@ if TYPE_CHECKING:
     from cosmos_reasoner_ros.clips import MediaRef
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
-# Answers that give times in the clip: sent as frames, each image is preceded by its time from the clip's
-# start, so that the model can answer in seconds (or mm:ss) of the clip as it would from a video's time line.
-TIMED_ANSWER_KINDS = ("segments",)
+# Answers that give times in the clip (a kind's `timed`): sent as frames, each image is preceded by its time
+# from the clip's start, so that the model can answer in seconds (or mm:ss) of the clip as from a video's.
+TIMED_ANSWER_KINDS = tuple(name for name, kind in KINDS.items() if kind.timed)
 VIDEO_KWARGS_MODES = ("auto", "media_io_kwargs", "mm_processor_kwargs", "none")
 
 # The two answer formats of the cookbook: the answer right after </think>, or inside <answer> tags.

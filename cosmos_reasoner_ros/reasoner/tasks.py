@@ -16,11 +16,11 @@ from typing import Any
 
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.package_files import config_file
+from cosmos_reasoner_ros.reasoner.kinds import ANSWER_KINDS
 from cosmos_reasoner_ros.schemas.structured_output import merge_catalogs, read_catalog_file, schema_problems
 
 MEDIA_KINDS = ("video", "image")
 REASONING_FORMATS = ("think", "answer_tag")
-ANSWER_KINDS = ("text", "points", "boxes", "segments", "choice")
 _PROFILE_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "max_tokens")
 _TASK_FIELDS = {
     "template",
@@ -78,7 +78,7 @@ class RenderedTask:
     media: str  # "video" | "image"
     reasoning: bool
     reasoning_format: str  # "think" | "answer_tag"
-    answer_kind: str  # "text" | "points" | "boxes" | "segments" | "choice"
+    answer_kind: str  # a name of kinds.KINDS
     sampling: SamplingProfile
     json_schema: dict[str, Any] | None
     priority: int = 0  # vLLM's request priority (lower first); sent with every request

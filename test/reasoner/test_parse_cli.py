@@ -14,7 +14,8 @@ from support.paths import ROOT
 
 from cosmos_reasoner_ros.reasoner.parse_cli import main
 
-KEYS = ["ok", "task", "reasoning", "answer", "points", "boxes", "segments", "choice", "error"]
+# Each structured kind's values under its name, in the order of the table of kinds (reasoner.KINDS).
+KEYS = ["ok", "task", "reasoning", "answer", "choice", "boxes", "points", "segments", "error"]
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:

@@ -1,29 +1,22 @@
 """A run against its tolerances and, when given, its baseline: requests matched by bag, task, instruction and
-trigger time; answer agreement by kind (metrics.py: trajectories by point distances in pixels and the discrete
-Fréchet distance, boxes by IoU, time segments by temporal IoU, choices by equality, text by a normalised
-similarity); success and parse rates, latency and TTFT percentiles, tokens. Plain Python and numpy, no ROS."""
+trigger time; answer agreement by answer kind (each kind's `compare` and `compare_checks`, reasoner.KINDS:
+trajectories by point distances in pixels and the discrete Fréchet distance, boxes by IoU, time segments by
+temporal IoU, choices by equality, text by a normalised similarity); success and parse rates, latency and TTFT
+percentiles, tokens. Plain Python and numpy, no ROS."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from cosmos_reasoner_ros.bag.judge.metrics import (
-    box_iou,
-    discrete_frechet,
-    dtw_mean,
-    greedy_scores,
-    percentile,
-    point_distances,
-    segment_iou,
-    text_similarity,
-)
+from cosmos_reasoner_ros.bag.judge.metrics import percentile
 from cosmos_reasoner_ros.bag.judge.tolerances import RequestTolerances, Tolerances
-from cosmos_reasoner_ros.bag.records import CameraBox, CameraTrajectory, ResultRecord
+from cosmos_reasoner_ros.bag.records import ResultRecord
+from cosmos_reasoner_ros.reasoner import KINDS, TEXT, AnswerKind, CompareCheck, kind_of, slot_kinds
 
 __all__ = [
     "Check",
@@ -37,17 +30,6 @@ __all__ = [
 ]
 
 RequestKey = tuple[str, str, str, str, float]
-
-
-def _pair_trajectories(
-    a: Sequence[CameraTrajectory], b: Sequence[CameraTrajectory]
-) -> list[tuple[CameraTrajectory, CameraTrajectory]]:
-    """By label when both answers label their trajectories uniquely with the same labels, else in order."""
-    la, lb = [t.label for t in a], [t.label for t in b]
-    if len(set(la)) == len(la) and set(la) == set(lb) and len(set(lb)) == len(lb):
-        by_label = {t.label: t for t in b}
-        return [(t, by_label[t.label]) for t in a]
-    return list(zip(a, b, strict=False))
 
 
 # ------------------------------------------------------------------------------------------------ verdicts
@@ -237,46 +219,58 @@ def match_records(
     return pairs, extra, missing
 
 
-def answer_metrics(b: ResultRecord, c: ResultRecord) -> tuple[dict[str, float], list[str]]:
-    """Agreement of two successful answers, by what they hold; notes say what could not be compared."""
-    metrics: dict[str, float] = {"text_similarity": text_similarity(b.answer, c.answer)}
-    notes = []
-    if b.trajectories or c.trajectories:
-        if len(b.trajectories) != len(c.trajectories):
-            notes.append(f"trajectories: {len(b.trajectories)} in the baseline, {len(c.trajectories)} now")
-        pairs = _pair_trajectories(b.trajectories, c.trajectories)
-        if len(pairs) != max(len(b.trajectories), len(c.trajectories)) or not pairs:
-            metrics.update(trajectory_mean_px=math.inf, trajectory_max_px=math.inf)
-            metrics["trajectory_frechet_px"] = math.inf
-        else:
-            means, maxes, frechet, dtw = [], [], [], []
-            for tb, tc in pairs:
-                pb, pc = tb.pixels(), tc.pixels()
-                d = point_distances(pb, pc)
-                means.append(float(d.mean()))
-                maxes.append(float(d.max()))
-                frechet.append(discrete_frechet(pb, pc))
-                dtw.append(dtw_mean(pb, pc))
-            metrics.update(
-                trajectory_mean_px=max(means),
-                trajectory_max_px=max(maxes),
-                trajectory_frechet_px=max(frechet),
-                trajectory_dtw_px=max(dtw),
-            )
-    if b.boxes or c.boxes:
-        boxes_b: Sequence[CameraBox] = b.boxes
-        boxes_c: Sequence[CameraBox] = c.boxes
-        ious = greedy_scores(
-            len(boxes_b), len(boxes_c), lambda i, j: box_iou(boxes_b[i].pixels(), boxes_c[j].pixels())
-        )
-        metrics.update(box_iou_min=min(ious), box_iou_mean=float(np.mean(ious)))
-    if b.segments or c.segments:
-        segs_b, segs_c = b.segments, c.segments
-        tious = greedy_scores(len(segs_b), len(segs_c), lambda i, j: segment_iou(segs_b[i], segs_c[j]))
-        metrics.update(segment_iou_min=min(tious), segment_iou_mean=float(np.mean(tious)))
-    if b.choice or c.choice:
-        metrics["choice_equal"] = float(b.choice.strip().upper() == c.choice.strip().upper())
+def _compared(b: ResultRecord, c: ResultRecord, kind: str | None) -> list[AnswerKind]:
+    """The kinds two answers are compared by: text (every answer has words), and the task's kind when known,
+    else each slot's kind, where either answer holds its values."""
+    units = [kind_of(kind)] if kind is not None else list(slot_kinds())
+    held = [u for u in units if u.holds(getattr(b, u.slot)) or u.holds(getattr(c, u.slot))]
+    return list(dict.fromkeys([TEXT, *held]))
+
+
+def answer_metrics(
+    b: ResultRecord, c: ResultRecord, kind: str | None = None
+) -> tuple[dict[str, float], list[str]]:
+    """Agreement of two successful answers by their kind (None: by what they hold); notes say what could not
+    be compared."""
+    metrics: dict[str, float] = {}
+    notes: list[str] = []
+    for unit in _compared(b, c, kind):
+        found, said = unit.compare(getattr(b, unit.slot), getattr(c, unit.slot))
+        metrics.update(found)
+        notes += said
     return metrics, notes
+
+
+def _kind_check(
+    unit: AnswerKind,
+    rule: CompareCheck,
+    value: float,
+    tol: RequestTolerances,
+    b: ResultRecord,
+    c: ResultRecord,
+) -> list[Check]:
+    limit: Any = getattr(tol, rule.tolerance, None)  # a tolerance the judge does not have: no check
+    if rule.op == "<=":
+        return _at_most(rule.name, value, limit, rule.unit)
+    if rule.op == ">=":
+        return _at_least(rule.name, value, limit, rule.unit)
+    if not limit:  # "==": a flag; the check shows both answers' values
+        return []
+    return [Check(rule.name, getattr(c, unit.slot), getattr(b, unit.slot), "==", value == 1.0)]
+
+
+def _kind_checks(
+    b: ResultRecord, c: ResultRecord, tol: RequestTolerances, metrics: Mapping[str, float]
+) -> list[Check]:
+    """Each kind's comparison checks whose value the comparison gave (a check two kinds share, once)."""
+    checks: list[Check] = []
+    seen: set[CompareCheck] = set()
+    for unit in KINDS.values():
+        for rule in unit.compare_checks:
+            if rule not in seen and rule.metric in metrics:
+                seen.add(rule)
+                checks += _kind_check(unit, rule, metrics[rule.metric], tol, b, c)
+    return checks
 
 
 def _request_checks(
@@ -293,17 +287,7 @@ def _request_checks(
         checks.append(Check("still_succeeds", c.outcome, "success", "==", c.success))
     if not (b.success and c.success):
         return checks
-    for name in ("trajectory_mean_px", "trajectory_max_px", "trajectory_frechet_px"):
-        if name in metrics:
-            checks += _at_most(name, metrics[name], getattr(tol, name), " px")
-    if "box_iou_min" in metrics:
-        checks += _at_least("box_iou", metrics["box_iou_min"], tol.box_iou_min)
-    if "segment_iou_min" in metrics:
-        checks += _at_least("segment_iou", metrics["segment_iou_min"], tol.segment_iou_min)
-    if "choice_equal" in metrics and tol.choice_equal:
-        checks.append(Check("choice", c.choice, b.choice, "==", metrics["choice_equal"] == 1.0))
-    checks += _at_least("text_similarity", metrics["text_similarity"], tol.text_similarity_min)
-    return checks
+    return checks + _kind_checks(b, c, tol, metrics)
 
 
 def _ratio_check(
@@ -402,9 +386,11 @@ def judge(
     current: Sequence[ResultRecord],
     tolerances: Tolerances,
     baseline: Sequence[ResultRecord] | None = None,
+    kinds: Mapping[str, str] | None = None,
 ) -> Verdict:
     """Every request of `current` checked (against its baseline partner when there is a baseline), then the
-    run as a whole."""
+    run as a whole. kinds: task -> answer kind (the catalog's), to compare answers by their kind; a task not
+    in it is compared by what its answers hold."""
     stats = RunStats.of(current)
     if baseline is None:
         requests = [
@@ -424,7 +410,7 @@ def judge(
         if b is None:
             notes.append("no baseline request with this bag, task, instruction and trigger time")
         elif b.success and c.success:
-            metrics, notes = answer_metrics(b, c)
+            metrics, notes = answer_metrics(b, c, (kinds or {}).get(c.task))
         elif not b.success and c.success:
             notes.append(f"fixed: failed in the baseline ({b.outcome})")
         checks = _request_checks(b, c, tol, metrics)

@@ -4,7 +4,6 @@ with acceptable alternatives. What could not be drafted (requests without an ans
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import yaml
@@ -12,7 +11,7 @@ import yaml
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.labels.schema import LABEL_VERSION
 from cosmos_reasoner_ros.bag.records import ResultRecord
-from cosmos_reasoner_ros.reasoner import TaskCatalog
+from cosmos_reasoner_ros.reasoner import TEXT, TaskCatalog, kind_of, slot_kinds
 
 __all__ = ["answer_text", "draft_labels", "record_kind"]
 
@@ -22,50 +21,18 @@ def _number(value: float) -> float | int:
 
 
 def record_kind(record: ResultRecord, catalog: TaskCatalog) -> str:
-    """The record's answer kind: its task's in the catalog, else what the answer holds."""
+    """The record's answer kind: its task's in the catalog, else the first kind whose values the answer holds
+    (reasoner.slot_kinds: the structured kinds first, then text)."""
     if record.task in catalog.tasks:
         return catalog.tasks[record.task].answer_kind
-    if record.trajectories:
-        return "points"
-    if record.boxes:
-        return "boxes"
-    if record.segments:
-        return "segments"
-    return "choice" if record.choice else "text"
+    found = (k for k in slot_kinds() if k.holds(getattr(record, k.slot)))
+    return next(found, TEXT).name
 
 
 def answer_text(record: ResultRecord, kind: str) -> str:
     """The record's answer in the task's answer form (the model's own form, from the parsed values)."""
-    if kind == "points":
-        return json.dumps(
-            [
-                {"point_2d": [_number(p.x_norm), _number(p.y_norm)], "label": t.label}
-                for t in record.trajectories
-                for p in t.trajectory.points
-            ]
-        )
-    if kind == "boxes":
-        return json.dumps(
-            [
-                {
-                    "bbox_2d": [
-                        _number(v) for v in (b.box.x1_norm, b.box.y1_norm, b.box.x2_norm, b.box.y2_norm)
-                    ],
-                    "label": b.label,
-                }
-                for b in record.boxes
-            ]
-        )
-    if kind == "segments":
-        return json.dumps(
-            [
-                {"start": _number(s.start_s), "end": _number(s.end_s), "caption": s.caption}
-                for s in record.segments
-            ]
-        )
-    if kind == "choice":
-        return record.choice
-    return record.answer
+    unit = kind_of(kind)
+    return unit.draft(getattr(record, unit.slot))
 
 
 def draft_labels(

@@ -19,7 +19,7 @@ from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.labels.schema import LABEL_VERSION, Label, LabelSet, LabelTolerances
 from cosmos_reasoner_ros.bag.safe_paths import printable
 from cosmos_reasoner_ros.errors import ParseError
-from cosmos_reasoner_ros.reasoner import ANSWER_KINDS, ParsedAnswer, TaskCatalog, parse_answer
+from cosmos_reasoner_ros.reasoner import ANSWER_KINDS, KINDS, ParsedAnswer, TaskCatalog, parse_answer
 
 __all__ = ["ANSWER_FORMS", "MAX_FILE_BYTES", "labels_from_text", "load_labels"]
 
@@ -44,13 +44,7 @@ _LABEL_KEYS = (
 _TOLERANCE_KEYS = ("time_s", "iou_min", "tiou_min", "match_min")
 _AT_MOST_ONE = ("iou_min", "tiou_min", "match_min")
 
-ANSWER_FORMS = {
-    "points": '[{"point_2d": [x, y], "label": "gripper trajectory"}, ...] (0-1000 per axis)',
-    "boxes": '[{"bbox_2d": [x1, y1, x2, y2], "label": "cup"}] (0-1000 per axis)',
-    "segments": '[{"start": 1.0, "end": 2.5, "caption": "the gripper opens"}] (seconds)',
-    "choice": "the option letter, e.g. B",
-    "text": "the answer in words",
-}
+ANSWER_FORMS = {name: kind.label_form for name, kind in KINDS.items()}  # how each kind's answer is written
 
 
 class _Loader(yaml.SafeLoader):

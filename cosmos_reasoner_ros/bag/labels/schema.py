@@ -31,7 +31,7 @@ class Label:
     index: int  # position in the file's `labels` list
     line: int  # 1-based line of the label in its file (0: not from a file)
     task: str
-    kind: str  # the task's answer kind: text | points | boxes | segments | choice
+    kind: str  # the task's answer kind (a name of reasoner.KINDS)
     answers: tuple[ParsedAnswer, ...]  # the acceptable answers, parsed as the model's are
     at: tuple[float, ...] = ()  # [s from the bag's start] trigger times
     between: tuple[float, float] | None = None  # [s] every trigger within this span (inclusive)

@@ -14,7 +14,7 @@ from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.bag.report.frames import handoff_trajectory
 from cosmos_reasoner_ros.bag.scores import METRICS, MIN_N, Grade, Interval, Scores, handoff_summary
 from cosmos_reasoner_ros.geometry import Trajectory
-from cosmos_reasoner_ros.reasoner import ParsedAnswer
+from cosmos_reasoner_ros.reasoner import KINDS, ParsedAnswer
 
 __all__ = ["label_card", "label_frame", "scores_section"]
 
@@ -78,7 +78,13 @@ def scores_section(scores: Scores, label_files: Sequence[str], has_judge_file: b
 
 
 def _answer_text(answer: ParsedAnswer) -> str:
-    return answer.choice if answer.answer_kind == "choice" and answer.choice else answer.answer
+    """A label's answer as the card shows it: its kind's values where the kind shows them (a choice's letter),
+    else the answer as written."""
+    kind = KINDS.get(answer.answer_kind)
+    if kind is None or kind.show is None:
+        return answer.answer
+    values = getattr(answer, kind.slot)
+    return kind.show(values) if kind.holds(values) else answer.answer
 
 
 def label_card(g: Grade, image: str = "") -> str:

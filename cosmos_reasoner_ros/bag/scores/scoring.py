@@ -18,6 +18,7 @@ from cosmos_reasoner_ros.bag.scores.handoff_grading import GroundOf
 from cosmos_reasoner_ros.bag.scores.intervals import Interval, intervals
 from cosmos_reasoner_ros.bag.scores.metric_specs import HANDOFF, KIND_METRICS, METRES, METRICS
 from cosmos_reasoner_ros.bag.scores.text_judge import JudgeAnswer, TextJudge
+from cosmos_reasoner_ros.reasoner import KINDS
 
 __all__ = [
     "HandoffSummary",
@@ -122,11 +123,16 @@ def score_grades(grades: Sequence[Grade], options: ScoreOptions = ScoreOptions()
     return out
 
 
+def _free_text(g: Grade) -> bool:
+    """The grade's kind answers in words: the text judge compares its meaning with the label's."""
+    return KINDS[g.kind].free_text
+
+
 def _judge_all(grades: list[Grade], records: Sequence[ResultRecord], judge: TextJudge) -> list[Judged]:
     asked = [
         g
         for g in grades
-        if g.kind == "text" and g.values.get("answered") == 1.0 and records[g.position].answer.strip()
+        if _free_text(g) and g.values.get("answered") == 1.0 and records[g.position].answer.strip()
     ]
 
     def one(g: Grade) -> Judged:
@@ -138,7 +144,7 @@ def _judge_all(grades: list[Grade], records: Sequence[ResultRecord], judge: Text
         judged = list(pool.map(one, asked))
     verdicts = {j.position: j.answer.same for j in judged}
     for i, g in enumerate(grades):
-        if g.kind != "text":
+        if not _free_text(g):
             continue
         if g.values.get("answered") != 1.0:
             same: float = 0.0  # no answer: not the same meaning
@@ -163,7 +169,7 @@ def score_run(
     grades = [grade(m.position, m.record, m.label, project, ground) for m in matching.labelled]
     judged: list[Judged] = []
     model = ""
-    if judge is not None and any(g.kind == "text" for g in grades):
+    if judge is not None and any(_free_text(g) for g in grades):
         judged = _judge_all(grades, records, judge)
         model = next((j.answer.model for j in judged if j.answer.model), judge.settings.model)
     return Scores(score_grades(grades, options), tuple(grades), matching, options, tuple(judged), model)

@@ -1,0 +1,87 @@
+"""The text kind: the answer in words, as it is. Graded and compared by a normalised similarity of the
+words (text_similarity: case folded, Unicode normalised, punctuation removed); a judge model may compare
+meanings."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from typing import Any
+
+from cosmos_reasoner_ros.reasoner.kinds.base import (
+    AnswerKind,
+    AnswerText,
+    CompareCheck,
+    GradeContext,
+    MetricSpec,
+    Values,
+)
+
+__all__ = ["KIND", "text_similarity"]
+
+_PUNCT = re.compile(r"[^\w\s]")
+
+
+def _words(text: str) -> list[str]:
+    return _PUNCT.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split()
+
+
+def text_similarity(a: str, b: str) -> float:
+    """0-1: difflib's ratio of the two answers' word sequences after case folding, Unicode normalisation and
+    removing punctuation (1: the same words in the same order)."""
+    wa, wb = _words(a), _words(b)
+    if not wa and not wb:
+        return 1.0
+    return difflib.SequenceMatcher(None, wa, wb, autojunk=False).ratio()
+
+
+def _parse(text: AnswerText) -> str:
+    return text.answer
+
+
+def _grade(ours: str, theirs: str, context: GradeContext) -> tuple[Values, list[str]]:
+    similarity = text_similarity(ours, theirs)
+    return {"similarity": similarity, "match": float(similarity >= context.limits.match_min - 1e-12)}, []
+
+
+def _compare(baseline: str, current: str) -> tuple[Values, list[str]]:
+    return {"text_similarity": text_similarity(baseline, current)}, []
+
+
+def _same(values: Any) -> Any:
+    return values
+
+
+KIND = AnswerKind(
+    name="text",
+    slot="answer",
+    description="the answer in words",
+    parse=_parse,
+    label_form="the answer in words",
+    draft=str,
+    grade=_grade,
+    rank=("similarity", 1),
+    perfect={"similarity": 1.0, "match": 1.0},
+    unanswered={"similarity": 0.0, "match": 0.0},
+    metrics=(
+        MetricSpec(
+            "match", "match", "share", "higher", "", "answer words match an acceptable answer (>= match_min)"
+        ),
+        MetricSpec(
+            "similarity",
+            "similarity",
+            "mean",
+            "higher",
+            "",
+            "best word-sequence similarity to an acceptable one",
+        ),
+    ),
+    compare=_compare,
+    compare_checks=(CompareCheck("text_similarity", "text_similarity", "text_similarity_min", ">="),),
+    to_json=_same,
+    dump=_same,
+    load=str,
+    structured=False,
+    free_text=True,
+)
