@@ -61,6 +61,7 @@ def test_the_shipped_structured_tasks_are_the_catalogs() -> None:
             "trajectory",
             "drive_path",
             "grounding_2d",
+            "region_captions",
             "temporal_localization",
             "temporal_localization_mmss",
             "timestamp_query",

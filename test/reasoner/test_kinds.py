@@ -73,12 +73,16 @@ _SEGMENTS = st.lists(st.tuples(_SECONDS, _SECONDS, _WORDS), min_size=1, max_size
 _CHOICE = st.tuples(
     st.sampled_from("ABCDE"), st.sampled_from(["{}", "({}) because", "Answer: {}", '{{"answer": "{}"}}'])
 ).map(lambda pair: pair[1].format(pair[0]))
+_REGIONS = st.lists(st.tuples(_box(), _WORDS), min_size=1, max_size=4).map(
+    lambda rs: json.dumps([{"bbox_2d": b, "caption": c} for b, c in rs])
+)
 ANSWERS: dict[str, st.SearchStrategy[str]] = {
     "text": _WORDS,
     "points": _wrapped(_POINTS),
     "boxes": _wrapped(_BOXES),
     "segments": _wrapped(_SEGMENTS),
     "choice": _CHOICE,
+    "regions": _wrapped(_REGIONS),
 }
 ROUND_TRIP = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -201,6 +205,10 @@ def test_a_drafted_label_is_in_the_kinds_own_form() -> None:
             '[{"start": 1.5, "end": 3, "caption": "opens"}]',
         ),
         "choice": ("(C) it rolls", "C"),
+        "regions": (
+            '[{"bbox": [30, 40, 10, 20], "description": "a mug"}]',
+            '[{"bbox_2d": [10, 20, 30, 40], "caption": "a mug"}]',
+        ),
         "text": ("<think>\nhm\n</think>\nClose the gripper.", "Close the gripper."),
     }
     assert set(cases) == set(KINDS)

@@ -36,6 +36,7 @@ EXPECTED = {
     "trajectory": ("image", True, "points"),
     "drive_path": ("image", True, "points"),
     "grounding_2d": ("image", False, "boxes"),
+    "region_captions": ("image", False, "regions"),
     "temporal_localization": ("video", False, "segments"),
     "temporal_localization_mmss": ("video", False, "segments"),
     "timestamp_query": ("video", False, "segments"),

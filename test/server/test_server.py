@@ -1502,6 +1502,7 @@ def test_structured_tasks_come_from_the_catalog_and_the_tasks_file(tmp_path: Pat
     assert set(shipped) == {
         "trajectory",
         "grounding_2d",
+        "region_captions",
         "temporal_localization",
         "temporal_localization_mmss",
         "timestamp_query",

@@ -40,7 +40,7 @@ def test_a_template_without_the_thinking_switch_is_refused_behind_a_reasoning_pa
         notes = template_check.check_thinking_switch(_settings(server.url), "0.26.0", GRAMMARS)
         assert notes == [
             "thinking switch: the chat template turns thinking off for grounding_2d, temporal_localization, "
-            "temporal_localization_mmss, timestamp_query"
+            "temporal_localization_mmss, timestamp_query, region_captions"
         ]
         assert all("chat_template_kwargs" not in body for body in server.requests)  # /tokenize is not chat
 

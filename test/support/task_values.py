@@ -16,5 +16,6 @@ VALUES = {
 # Cut-offs large enough for the random model's answers (structured ones are bounded by their schemas).
 TEXT_TOKENS, STRUCTURED_TOKENS = 1024, 2048
 # What the parser refuses in a well-formed answer of a random model: a segment that ends before it starts, a
-# box without area. The JSON was found and read; its values mean nothing.
-SEMANTIC_REFUSALS = ("before it starts", "has no area")
+# box without area, a region whose caption is only (Unicode) white space. The JSON was found and read; its
+# values mean nothing.
+SEMANTIC_REFUSALS = ("before it starts", "has no area", "has no caption")

@@ -1,14 +1,15 @@
-"""Answer kinds as registered units: one module per kind (text, points, boxes, segments, choice) holds all
-that is plain Python about it (its parser and slot in the parsed answer, its label form and drafting, its
-grading and metrics, its comparison with a baseline), on the common definition of kinds/base.py. KINDS is the
-one table of them; everything else reaches a kind through it. docs/ARCHITECTURE.md says how to add one."""
+"""Answer kinds as registered units: one module per kind (choice, boxes, points, segments, text, regions)
+holds all that is plain Python about it (its parser and slot in the parsed answer, its label form and
+drafting, its grading and metrics, its comparison with a baseline), on the common definition of kinds/base.py.
+KINDS is the one table of them; everything else reaches a kind through it. docs/ARCHITECTURE.md says how to
+add one."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from cosmos_reasoner_ros.errors import ParseError
-from cosmos_reasoner_ros.reasoner.kinds import boxes, choice, points, segments, text
+from cosmos_reasoner_ros.reasoner.kinds import boxes, choice, points, regions, segments, text
 from cosmos_reasoner_ros.reasoner.kinds.base import (
     AnswerKind,
     AnswerText,
@@ -58,7 +59,7 @@ __all__ = [
 # The table: a kind's name (tasks.yaml's answer_kind) -> its unit. Its order is the order of the kinds'
 # metrics in scores.json, the report and the leaderboard (a new kind goes last: the columns before it stay).
 KINDS: dict[str, AnswerKind] = {
-    k.name: k for k in (choice.KIND, boxes.KIND, points.KIND, segments.KIND, text.KIND)
+    k.name: k for k in (choice.KIND, boxes.KIND, points.KIND, segments.KIND, text.KIND, regions.KIND)
 }
 ANSWER_KINDS = tuple(KINDS)
 POINTS = points.KIND  # the kind the handoff takes (a path in the image)

@@ -1,0 +1,149 @@
+"""The regions kind ("describe anything"): regions of the image, each a box with a free-text caption
+(`[{"bbox_2d": [x1, y1, x2, y2], "caption": "a red mug with a chipped rim"}]`, 0-1000 per axis).
+
+Unlike boxes, every region needs its caption (a box without one, or a bare [x1, y1, x2, y2], is refused), and
+a region is judged by where it is and what it says: regions are paired greedily by IoU, each pair scores its
+IoU and (where the boxes overlap) its captions' word similarity (text.text_similarity), unpaired regions 0.
+The captions live in the boxes' labels: the node publishes and records a region as a box whose label is its
+caption, so the ROS messages and results.jsonl need nothing new."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cosmos_reasoner_ros.errors import ParseError
+from cosmos_reasoner_ros.geometry import Box2D
+from cosmos_reasoner_ros.reasoner.kinds import boxes
+from cosmos_reasoner_ros.reasoner.kinds import json_items as ji
+from cosmos_reasoner_ros.reasoner.kinds.base import (
+    AnswerKind,
+    AnswerText,
+    CompareCheck,
+    GradeContext,
+    MetricSpec,
+    Values,
+    greedy_pairs,
+)
+from cosmos_reasoner_ros.reasoner.kinds.text import text_similarity
+
+__all__ = ["KIND"]
+
+_CAPTION_KEYS = ("caption", "description", "text", "label", "name")
+
+
+def _parse(text: AnswerText) -> tuple[Box2D, ...]:
+    raw = text.raw
+    keyed, _ = ji.items(text.values, (*boxes.BOX_KEYS, "x1", "xmin"))
+    found: list[tuple[str, list[Any]]] = []
+    for n, item in enumerate(keyed, start=1):
+        quads = boxes.quads(ji.first(item, boxes.BOX_KEYS), item, raw)
+        caption = ji.label(item, _CAPTION_KEYS).strip()
+        if not caption:
+            raise ParseError(f"region {n} has no caption (a region is a box and what it shows)", raw=raw)
+        found.extend((caption, q) for q in quads)
+    if not found:
+        raise ParseError('no regions {"bbox_2d": [x1, y1, x2, y2], "caption": ...} in the answer', raw=raw)
+    return tuple(boxes.box_of(caption, quad, text.size, raw) for caption, quad in found)
+
+
+def _paired(a: Sequence[Box2D], b: Sequence[Box2D]) -> tuple[list[float], list[float], int]:
+    """(IoU, caption similarity) of each pair of regions paired by IoU, and the number of slots (pairs plus
+    the regions of either side left unpaired). Boxes that do not overlap are not one region: similarity 0."""
+    na, nb = [boxes.norm_box(x) for x in a], [boxes.norm_box(x) for x in b]
+    pairs = greedy_pairs(len(a), len(b), lambda i, j: boxes.box_iou(na[i], nb[j]))
+    ious = [iou for iou, _, _ in pairs]
+    similar = [text_similarity(a[i].label, b[j].label) if iou > 0 else 0.0 for iou, i, j in pairs]
+    return ious, similar, len(a) + len(b) - len(pairs)
+
+
+def _grade(
+    ours: Sequence[boxes.CameraBox], theirs: Sequence[Box2D], context: GradeContext
+) -> tuple[Values, list[str]]:
+    ious, similar, slots = _paired([x.box for x in ours], theirs)
+    if not slots:
+        return dict(_UNANSWERED), []
+    iou, caption = sum(ious) / slots, sum(similar) / slots
+    return {
+        "region": sum(i * s for i, s in zip(ious, similar, strict=True)) / slots,
+        "iou": iou,
+        "iou50": float(iou >= context.limits.iou_min - 1e-12),
+        "caption_similarity": caption,
+        "caption_match": float(caption >= context.limits.match_min - 1e-12),
+    }, []
+
+
+def _compare(
+    baseline: Sequence[boxes.CameraBox], current: Sequence[boxes.CameraBox]
+) -> tuple[Values, list[str]]:
+    ious, similar, slots = _paired([x.box for x in baseline], [x.box for x in current])
+    scores = ious + [0.0] * (slots - len(ious))
+    captions = similar + [0.0] * (slots - len(similar))
+    return {
+        "box_iou_min": min(scores, default=0.0),
+        "box_iou_mean": float(np.mean(scores)) if scores else 0.0,
+        "caption_similarity_min": min(captions, default=0.0),
+        "caption_similarity_mean": float(np.mean(captions)) if captions else 0.0,
+    }, []
+
+
+def _to_json(values: Sequence[Box2D]) -> list[dict[str, Any]]:
+    return [{"caption": b.label, **box} for b, box in zip(values, boxes.KIND.to_json(values), strict=True)]
+
+
+def _draft(values: Sequence[boxes.CameraBox]) -> str:
+    return json.dumps(
+        [{"bbox_2d": [ji.compact(v) for v in boxes.norm_box(b.box)], "caption": b.label} for b in values]
+    )
+
+
+_UNANSWERED = {"region": 0.0, "iou": 0.0, "iou50": 0.0, "caption_similarity": 0.0, "caption_match": 0.0}
+
+KIND = AnswerKind(
+    name="regions",
+    slot="boxes",
+    description="regions of the image, each a box with a free-text caption (describe anything)",
+    parse=_parse,
+    label_form='[{"bbox_2d": [x1, y1, x2, y2], "caption": "a red mug with a chipped rim"}] (0-1000 per axis)',
+    draft=_draft,
+    grade=_grade,
+    rank=("region", 1),
+    perfect={"region": 1.0, "iou": 1.0, "iou50": 1.0, "caption_similarity": 1.0, "caption_match": 1.0},
+    unanswered=_UNANSWERED,
+    metrics=(
+        MetricSpec(
+            "mean_region",
+            "region",
+            "mean",
+            "higher",
+            "",
+            "IoU times caption similarity of regions paired by IoU (unpaired 0)",
+        ),
+        *boxes.IOU_METRICS,
+        MetricSpec(
+            "caption_similarity",
+            "caption_similarity",
+            "mean",
+            "higher",
+            "",
+            "word similarity of the captions of regions paired by IoU (unpaired or apart: 0)",
+        ),
+        MetricSpec(
+            "caption_match",
+            "caption_match",
+            "share",
+            "higher",
+            "",
+            "share of requests whose caption similarity reaches the label's match_min",
+        ),
+    ),
+    compare=_compare,
+    compare_checks=(CompareCheck("box_iou", "box_iou_min", "box_iou_min", ">="),),
+    to_json=_to_json,
+    dump=boxes.dump,
+    load=boxes.load,
+    held=boxes.held,
+)
