@@ -41,6 +41,7 @@ ANSWERS = {
     "boxes": '[{"bbox_2d": [100, 100, 400, 300], "label": "cup"}]',
     "segments": '[{"start": 0.5, "end": 1.5, "caption": "the arm lifts the cup"}]',
     "choice": "<think>\nr\n</think>\n\n<answer>\nA\n</answer>",
+    "regions": '[{"bbox_2d": [100, 100, 400, 300], "caption": "a white cup on the shelf"}]',
 }
 VALUES = {
     "task": "put the cup away",
