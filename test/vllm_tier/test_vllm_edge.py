@@ -115,7 +115,11 @@ def test_every_shipped_task_runs_on_edge(
     assert errors == [None] * len(structured), list(zip([r["task"] for r in structured], errors, strict=True))
     for row in rows:
         error = row["parse_error"]
-        assert not error or any(refusal in error for refusal in SEMANTIC_REFUSALS), row
+        # A random model may end its answer with its first token (EOS): the parser refuses the empty answer,
+        # rightly. Only then (the server counted at most that one token), so that a client that lost the text
+        # of a longer answer still fails here.
+        ended_at_once = "the answer is empty" in error and row["completion_tokens"] <= 1
+        assert not error or ended_at_once or any(refusal in error for refusal in SEMANTIC_REFUSALS), row
 
 
 def _ask(
@@ -133,6 +137,7 @@ def _ask(
         "finish": completion.finish_reason,
         "seconds": round(time.monotonic() - started, 2),
         "chars": len(completion.text or ""),
+        "completion_tokens": completion.completion_tokens,
         "schema": task.json_schema,
         "answer": completion.text,
         "parse_error": "",
