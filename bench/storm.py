@@ -110,7 +110,8 @@ def _trigger_stream(probe: Probe, rate_hz: float, seconds: float) -> list[float]
         time.sleep(max(0.0, start + i / rate_hz - time.monotonic()))
         pending.append((time.monotonic(), probe.trigger.call_async(probe.Trigger.Request())))
     for sent, future in pending:
-        wait_until(future.done, 120.0, "a trigger reply")
+        # done() turns true before rclpy runs the done callback that stamps the reply: wait for the stamp.
+        wait_until(lambda f=future: hasattr(f, "reply_at"), 120.0, "a trigger reply")
         latencies.append(future.reply_at - sent)  # type: ignore[attr-defined]
     return latencies
 
