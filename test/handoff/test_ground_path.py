@@ -237,6 +237,10 @@ def answers(draw: st.DrawFn) -> tuple[tuple[int, int], ...]:
     return tuple(base)
 
 
+# 246 pixels from (240, 173) to (0, 138), the "many" shape of answers() at n = 245.
+STAIRCASE = tuple((240 + (0 - 240) * i // 245, 173 + (138 - 173) * i // 245) for i in range(246))
+
+
 @given(
     points=answers(),
     spacing=st.floats(0.02, 0.5),
@@ -246,6 +250,8 @@ def answers(draw: st.DrawFn) -> tuple[tuple[int, int], ...]:
 @example(points=((500, 900),) * 3, spacing=0.1, max_length=3.0, min_fraction=0.0)
 @example(points=((500, 950), (500, 900)), spacing=0.1, max_length=3.0, min_fraction=0.2)
 @example(points=tuple(reversed(AHEAD)), spacing=0.1, max_length=3.0, min_fraction=0.0)
+# A staircase of pixels (found by hypothesis): samples every spacing along its arc, whose chords are shorter.
+@example(points=STAIRCASE, spacing=0.125, max_length=5.0, min_fraction=0.0)
 @settings(max_examples=300, deadline=None)
 def test_any_path_that_passes_has_two_distinct_poses_its_minimum_length_and_leads_away(
     points: tuple[tuple[int, int], ...], spacing: float, max_length: float, min_fraction: float
@@ -271,7 +277,9 @@ def test_any_path_that_passes_has_two_distinct_poses_its_minimum_length_and_lead
     for p in path.points:
         farthest = max(farthest, hand_ahead(p))
         assert farthest - hand_ahead(p) <= BACKWARD_TOLERANCE_M + 1e-9
-    assert len(path.points) <= math.ceil(length / spacing) + 2  # hundreds of points: resampled
+    # Hundreds of points: resampled. Samples fall every spacing along the cropped answer's arc (at most
+    # max_length long), plus its end; the chords between them (`length`) may be shorter than that arc.
+    assert len(path.points) <= math.ceil(max_length / spacing) + 2
 
 
 FOCAL = st.one_of(
