@@ -18,7 +18,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cosmos_reasoner_ros.clips import Clip, ClipWriter, MediaRef, MultiCameraBuffer
@@ -92,6 +92,36 @@ def _mark(runs: Sequence[_Progress], name: str) -> None:
         p.timings[name] = now
 
 
+@dataclass
+class _Call:
+    """One `run_clip` call: its cancel event and callbacks, which every step of its requests uses."""
+
+    cancel: threading.Event
+    on_progress: ProgressCallback | None = None
+    on_outcome: OutcomeCallback | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def finish(self, p: _Progress, outcome: Outcome) -> None:
+        """`p` ends with `outcome`, unless it has ended already (its first outcome stands)."""
+        with self.lock:
+            if p.outcome is not None:
+                return
+            p.outcome = outcome
+        if self.on_outcome is not None:
+            try:
+                self.on_outcome(outcome)
+            except Exception:
+                log.exception("outcome callback failed (ignored)")
+
+    def progress(self, stage: str, text: str, request_id: str) -> None:
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(stage, text, request_id)
+        except Exception:
+            log.exception("progress callback failed (ignored)")
+
+
 class Pipeline:
     """Runs requests against one buffer, writer, task catalog and client; `run` and `run_clip` are
     thread-safe."""
@@ -139,46 +169,27 @@ class Pipeline:
         if not specs:
             return ()
         started = time.monotonic()
-        cancel = cancel or threading.Event()
+        call = _Call(cancel or threading.Event(), on_progress, on_outcome)
         runs = [
             _Progress(spec=spec, timings={"trigger": spec.trigger_time or started, "started": started})
             for spec in specs
         ]
-        lock = threading.Lock()
-
-        def finish(p: _Progress, outcome: Outcome) -> None:
-            with lock:
-                if p.outcome is not None:
-                    return
-                p.outcome = outcome
-            if on_outcome is not None:
-                try:
-                    on_outcome(outcome)
-                except Exception:
-                    log.exception("outcome callback failed (ignored)")
-
         try:
-            self._prepare(runs, on_progress, cancel, finish)
+            self._prepare(runs, call)
             live = [p for p in runs if p.outcome is None]
             if len(live) == 1:
-                self._ask_guarded(live[0], None, threading.Event(), on_progress, cancel, finish)
+                self._ask_guarded(live[0], None, threading.Event(), call)
             elif live:
-                self._ask_all(live, on_progress, cancel, finish)
+                self._ask_all(live, call)
         except Exception as exc:  # a bug between the guarded steps: every request still gets its outcome
             log.exception("requests %s failed unexpectedly", [p.spec.request_id for p in runs])
             for p in runs:
-                finish(p, self._error(p, "internal", f"{type(exc).__name__}: {exc}", exc, cancel))
+                call.finish(p, self._error(p, "internal", f"{type(exc).__name__}: {exc}", exc, call.cancel))
         return tuple(p.outcome for p in runs if p.outcome is not None)
 
     # -- the shared part: tasks, window, media -------------------------------------------------------------
 
-    def _prepare(
-        self,
-        runs: list[_Progress],
-        on_progress: ProgressCallback | None,
-        cancel: threading.Event,
-        finish: Callable[[_Progress, Outcome], None],
-    ) -> None:
+    def _prepare(self, runs: list[_Progress], call: _Call) -> None:
         """Render every task (a bad one fails alone, before any work), take the window, write the media once
         per kind, find the model. A failure here ends every request still open with that error."""
         first = runs[0].spec
@@ -186,12 +197,12 @@ class Pipeline:
             try:
                 p.task = self._render(p.spec)
             except ReasonerError as exc:
-                finish(p, self._error(p, exc.kind, str(exc) or type(exc).__name__, exc, cancel))
+                call.finish(p, self._error(p, exc.kind, str(exc) or type(exc).__name__, exc, call.cancel))
         live = [p for p in runs if p.outcome is None]
         if not live:
             return
         try:
-            self._stage(live, "capturing", on_progress, cancel)
+            self._stage(live, "capturing", call)
             seconds = first.clip_seconds if first.clip_seconds > 0 else self.settings.clip_seconds
             window = self.buffer.fresh_window(
                 seconds, list(first.cameras) or None, first.end_ns, stale_after_s=self.settings.stale_after_s
@@ -201,7 +212,7 @@ class Pipeline:
                 p.clips, p.stale = window.clips, dict(window.stale)
 
             _mark(live, "clip_ready")
-            self._stage(live, "encoding", on_progress, cancel)
+            self._stage(live, "encoding", call)
             frames = ClipFrames(self.writer, clips, tiled=self.settings.tiled)
             written: dict[str, tuple[MediaRef, ...]] = {}
             for p in live:
@@ -222,13 +233,13 @@ class Pipeline:
                 p.media = written[kind]
 
             _mark(live, "encoded")
-            self._stage(live, "waiting_for_server", on_progress, cancel)
+            self._stage(live, "waiting_for_server", call)
             if self.settings.wait_for_server_s > 0:
-                self.client.wait_ready(self.settings.wait_for_server_s, cancel=cancel)
+                self.client.wait_ready(self.settings.wait_for_server_s, cancel=call.cancel)
             self.client.model_id()  # discovery (first request only) belongs to this stage, not to querying
         except Exception as exc:
             for p in live:
-                finish(p, self._failure(p, exc, cancel))
+                call.finish(p, self._failure(p, exc, call.cancel))
 
     def _render(self, spec: RequestSpec) -> RenderedTask:
         values = self._values(spec)
@@ -237,13 +248,8 @@ class Pipeline:
         return self.catalog.render_without_reasoning(spec.task, **values)
 
     @staticmethod
-    def _stage(
-        runs: Sequence[_Progress],
-        name: str,
-        on_progress: ProgressCallback | None,
-        cancel: threading.Event,
-        text: str = "",
-    ) -> None:
+    def _stage(runs: Sequence[_Progress], name: str, call: _Call, text: str = "") -> None:
+        cancel = call.cancel
         if cancel.is_set():
             raise RequestCancelled(f"cancelled before {name}")
         # The deadline itself, not only the scheduler's word of it: a deadline of a few milliseconds passes
@@ -253,23 +259,12 @@ class Pipeline:
             if isinstance(cancel, Cancel):
                 cancel.expire()  # ends as a timeout, as if the scheduler had been in time
             raise RequestCancelled(f"the deadline passed before {name}")
-        if on_progress is None:
-            return
         for p in runs:
-            try:
-                on_progress(name, text, p.spec.request_id)
-            except Exception:
-                log.exception("progress callback failed (ignored)")
+            call.progress(name, text, p.spec.request_id)
 
     # -- the requests --------------------------------------------------------------------------------------
 
-    def _ask_all(
-        self,
-        live: list[_Progress],
-        on_progress: ProgressCallback | None,
-        cancel: threading.Event,
-        finish: Callable[[_Progress, Outcome], None],
-    ) -> None:
+    def _ask_all(self, live: list[_Progress], call: _Call) -> None:
         """The first request of each media kind at once; the others of that kind once it has its first token
         (its prefill, the clip's tokens included, is in the server's prefix cache) or has ended."""
         primers: dict[str, threading.Event] = {}
@@ -284,7 +279,7 @@ class Pipeline:
             threads.append(
                 threading.Thread(
                     target=self._ask_guarded,
-                    args=(p, wait_for, primed, on_progress, cancel, finish),
+                    args=(p, wait_for, primed, call),
                     name=f"reasoner-ask-{p.spec.request_id}",
                     daemon=True,
                 )
@@ -295,29 +290,19 @@ class Pipeline:
             thread.join()
 
     def _ask_guarded(
-        self,
-        p: _Progress,
-        wait_for: threading.Event | None,
-        primed: threading.Event,
-        on_progress: ProgressCallback | None,
-        cancel: threading.Event,
-        finish: Callable[[_Progress, Outcome], None],
+        self, p: _Progress, wait_for: threading.Event | None, primed: threading.Event, call: _Call
     ) -> None:
         try:
-            finish(p, self._ask(p, wait_for, primed, on_progress, cancel))
+            call.finish(p, self._ask(p, wait_for, primed, call))
         except Exception as exc:
-            finish(p, self._failure(p, exc, cancel))
+            call.finish(p, self._failure(p, exc, call.cancel))
         finally:
             primed.set()  # whatever happened, the requests waiting for this one go on
 
     def _ask(
-        self,
-        p: _Progress,
-        wait_for: threading.Event | None,
-        primed: threading.Event,
-        on_progress: ProgressCallback | None,
-        cancel: threading.Event,
+        self, p: _Progress, wait_for: threading.Event | None, primed: threading.Event, call: _Call
     ) -> Outcome:
+        cancel = call.cancel
         task = p.task
         assert task is not None
         if wait_for is not None:
@@ -327,18 +312,14 @@ class Pipeline:
         if task.media == "video" and not p.frame_times and self.media_form.frames:
             self._use_frames(p)  # the server refused a video since this clip was written (or its first asker)
         request = self._request(p, task)
-        self._stage([p], "querying", on_progress, cancel)
+        self._stage([p], "querying", call)
 
         def on_text(text: str) -> None:  # the client passes the accumulated text
             if "first_token" not in p.timings:
                 p.timings["first_token"] = time.monotonic()
                 primed.set()
             p.text = text
-            if on_progress is not None:
-                try:
-                    on_progress("streaming", p.text, p.spec.request_id)
-                except Exception:
-                    log.exception("progress callback failed (ignored)")
+            call.progress("streaming", p.text, p.spec.request_id)
 
         p.timings["request_sent"] = time.monotonic()
 

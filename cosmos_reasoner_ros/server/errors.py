@@ -16,60 +16,52 @@ EXIT_SERVER_START_FAILED = 10
 
 
 class SupervisorError(Exception):
-    """The server cannot be started or supervised; `exit_code` is what the command returns for it."""
+    """The server cannot be started or supervised; `exit_code` is what the command returns for it. A subclass
+    names its code in its header: `class PortInUse(SupervisorError, exit_code=EXIT_PORT_IN_USE)`."""
 
     exit_code = EXIT_CONFIG
 
+    def __init_subclass__(cls, *, exit_code: int | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if exit_code is not None:
+            cls.exit_code = exit_code
 
-class ConfigError(SupervisorError):
+
+class ConfigError(SupervisorError, exit_code=EXIT_CONFIG):
     """Invalid settings, or settings the detected vLLM cannot honour."""
 
-    exit_code = EXIT_CONFIG
+
+class ExecutableNotFound(SupervisorError, exit_code=EXIT_NO_EXECUTABLE):
+    """The vLLM executable (or the container runtime) is not on the PATH."""
 
 
-class ExecutableNotFound(SupervisorError):
-    exit_code = EXIT_NO_EXECUTABLE
+class PortInUse(SupervisorError, exit_code=EXIT_PORT_IN_USE):
+    """Something else listens on the server's port."""
 
 
-class PortInUse(SupervisorError):
-    exit_code = EXIT_PORT_IN_USE
-
-
-class ContainerInUse(SupervisorError):
+class ContainerInUse(SupervisorError, exit_code=EXIT_PORT_IN_USE):
     """The container's name is taken by a running supervisor's container (like a port in use)."""
 
-    exit_code = EXIT_PORT_IN_USE
+
+class ModelNotFound(SupervisorError, exit_code=EXIT_NO_MODEL):
+    """A local model path does not exist or is not a checkpoint directory."""
 
 
-class ModelNotFound(SupervisorError):
-    exit_code = EXIT_NO_MODEL
-
-
-class NotReady(SupervisorError):
+class NotReady(SupervisorError, exit_code=EXIT_NOT_READY):
     """The server (or the external server) did not answer /health within start_timeout_s."""
 
-    exit_code = EXIT_NOT_READY
 
-
-class GaveUp(SupervisorError):
+class GaveUp(SupervisorError, exit_code=EXIT_GAVE_UP):
     """The server died max_restarts + 1 times in a row."""
 
-    exit_code = EXIT_GAVE_UP
 
-
-class UnknownVersion(SupervisorError):
+class UnknownVersion(SupervisorError, exit_code=EXIT_UNKNOWN_VERSION):
     """The vLLM version could not be detected, or is older than every release in the flag table."""
 
-    exit_code = EXIT_UNKNOWN_VERSION
 
-
-class ServerUsageError(SupervisorError):
+class ServerUsageError(SupervisorError, exit_code=EXIT_SERVER_USAGE):
     """vLLM refused its command line (argparse's exit code 2): restarting cannot help."""
 
-    exit_code = EXIT_SERVER_USAGE
 
-
-class ServerStartFailed(SupervisorError):
+class ServerStartFailed(SupervisorError, exit_code=EXIT_SERVER_START_FAILED):
     """vLLM exited twice in a row before answering /health, with the same output both times."""
-
-    exit_code = EXIT_SERVER_START_FAILED
