@@ -3,6 +3,7 @@ declares them. Off by default (mode none); handoff/settings.py reads and checks 
 
 from __future__ import annotations
 
+from cosmos_reasoner_ros.parameters.check_names import CHECK_NAMES
 from cosmos_reasoner_ros.parameters.record import Parameter, by_name, seconds
 
 __all__ = ["HANDOFF_PARAMETERS", "HANDOFF_PREFIX", "HANDOFF_RECORDS"]
@@ -123,7 +124,7 @@ HANDOFF_RECORDS: tuple[Parameter, ...] = (
     Parameter(
         "checks",
         list,
-        ["points_in_image", "boxes_in_image", "depth_coverage", "max_step"],
+        list(CHECK_NAMES),
         description=(
             "geometric checks (ReasonerResult.checks) that must pass before a path is sent; [none]: none"
         ),

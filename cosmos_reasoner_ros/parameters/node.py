@@ -4,9 +4,11 @@ buffers, clip files, media), node_server.py (the server and its requests) and no
 triggers, admission, the node's periods, publication checks). config/reasoner.yaml shows each with its
 default and unit; a test checks the file against these records.
 
-Choices and defaults that another module also names (MEDIA_FORMS, the model families, the result checks,
-the media folder) are written here as values, for this floor imports nothing of the package but the URL rule;
-test/parameters/test_parameter_records.py checks that they agree.
+Choices that another module also uses live on this floor and that module takes them from here:
+MEDIA_FORMS (reasoner/media_form.py), BUSY_POLICIES (requests/scheduler.py), FAMILY_NAMES (model_family.py),
+CHECK_NAMES (check_names.py; requests/result_checks.py). The media folder is still written twice
+(package_files.py is this floor's sibling, and neither may import the other);
+test/parameters/test_parameter_records.py checks that the two agree.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from cosmos_reasoner_ros.parameters.record import Parameter, seconds
 
-__all__ = ["CLIP_RECORDS", "DEFAULT_MEDIA_DIR"]
+__all__ = ["CLIP_RECORDS", "DEFAULT_MEDIA_DIR", "MEDIA_FORMS"]
 
+MEDIA_FORMS = ("auto", "video", "frames")  # how a clip goes to the server (reasoner/media_form.py)
 DEFAULT_MEDIA_DIR = "/tmp/cosmos_reasoner/media"  # noqa: S108  (package_files.DEFAULT_MEDIA_DIR)
 
 CLIP_RECORDS: tuple[Parameter, ...] = (
@@ -153,7 +154,7 @@ CLIP_RECORDS: tuple[Parameter, ...] = (
         "media_form",
         str,
         "auto",
-        choices=("auto", "video", "frames"),
+        choices=MEDIA_FORMS,
         description=(
             "how a clip goes to the server: auto (a video until the server refuses one, then its sampled "
             "frames as images), video (always; a refusal is the result's error) or frames (always images)"

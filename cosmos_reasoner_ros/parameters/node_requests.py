@@ -4,10 +4,12 @@ lifecycle, and what a result must pass before it is published."""
 
 from __future__ import annotations
 
+from cosmos_reasoner_ros.parameters.check_names import CHECK_NAMES
 from cosmos_reasoner_ros.parameters.record import Parameter, seconds
 
-__all__ = ["MIN_TRIGGER_PERIOD_S", "REQUEST_RECORDS"]
+__all__ = ["BUSY_POLICIES", "MIN_TRIGGER_PERIOD_S", "REQUEST_RECORDS"]
 
+BUSY_POLICIES = ("reject", "replace")
 MIN_TRIGGER_PERIOD_S = 0.05  # a timer faster than this only produces busy results
 
 REQUEST_RECORDS: tuple[Parameter, ...] = (
@@ -49,7 +51,7 @@ REQUEST_RECORDS: tuple[Parameter, ...] = (
         "busy_policy",
         str,
         "reject",
-        choices=("reject", "replace"),
+        choices=BUSY_POLICIES,
         description="when busy: reject (a busy result) or replace (the newest trigger waits, older fail)",
     ),
     Parameter(
@@ -164,7 +166,7 @@ REQUEST_RECORDS: tuple[Parameter, ...] = (
     Parameter(
         "publish_checks",
         list,
-        ["points_in_image", "boxes_in_image", "depth_coverage", "max_step"],
+        list(CHECK_NAMES),
         description=(
             "geometric checks that must pass before ~/trajectory and ~/markers are published; [none]: "
             "publish regardless"

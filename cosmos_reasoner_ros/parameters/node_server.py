@@ -7,7 +7,11 @@ from __future__ import annotations
 from cosmos_reasoner_ros.parameters.record import Parameter, seconds
 from cosmos_reasoner_ros.parameters.server_url import DEFAULT_SERVER_URL, server_url_problem
 
-__all__ = ["SERVER_RECORDS"]
+__all__ = ["AUTO_FAMILY", "FAMILY_NAMES", "SERVER_RECORDS"]
+
+# The Reasoner families model_family.py describes, by the names model_family takes; auto: detected.
+FAMILY_NAMES = ("nano", "super", "edge", "qwen3_vl")
+AUTO_FAMILY = "auto"
 
 SERVER_RECORDS: tuple[Parameter, ...] = (
     Parameter(
@@ -26,8 +30,8 @@ SERVER_RECORDS: tuple[Parameter, ...] = (
     Parameter(
         "model_family",
         str,
-        "auto",
-        choices=("auto", "nano", "super", "edge", "qwen3_vl"),
+        AUTO_FAMILY,
+        choices=(AUTO_FAMILY, *FAMILY_NAMES),
         description=(
             "how reasoning is asked for: auto (from model when it is a local checkpoint directory, else "
             "nano), nano, super, edge (the chat template's enable_thinking on or off, no suffix) or "

@@ -72,6 +72,12 @@ class Parameter:
         got = "null" if value is None else type(value).__name__
         return f"must be {KINDS[self.type]}, got {got}"
 
+    def check(self, value: Any) -> None:
+        """Raise ValueError(f"{name} {problem}") where `value` is not valid: a constructor's check of an
+        argument that this record governs (the node has validated it; a direct caller may not have)."""
+        if (problem := self.problem(value)) is not None:
+            raise ValueError(f"{self.name} {problem}")
+
     def problem(self, value: Any) -> str | None:
         """What is wrong with `value` for this parameter (None: nothing): its type, a number's finiteness and
         range, a text's choices, the rule. The caller names the parameter: f"{name}: {problem}"."""
