@@ -213,21 +213,3 @@ def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
     if len(text) <= limit:
         return repr(text)
     return f"{text[:limit]!r}... ({len(text)} characters)"
-
-
-# The server URL's rule is parameters.server_url; bag/replay/reachability.py still shows URLs with this copy.
-def url_has_credentials(url: str) -> bool:
-    """Whether a URL carries a user or password (`http://user:password@host/`). Such URLs are refused
-    wherever one is configured: they would show their secret in logs, diagnostics and parameter dumps, and
-    the HTTP client would send them as Basic authentication instead of the API key as a bearer token."""
-    netloc = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-    return "@" in netloc
-
-
-def shown_url(url: str) -> str:
-    """A URL as an error message may show it: the credentials replaced, the rest a bounded prefix."""
-    scheme, sep, rest = url.partition("://")
-    if sep and url_has_credentials(url):
-        host_part, slash, path = rest.partition("/")
-        rest = "<redacted>@" + host_part.rsplit("@", 1)[1] + slash + path
-    return quoted(scheme + sep + rest, 200)

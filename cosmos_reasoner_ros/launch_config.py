@@ -19,7 +19,7 @@ from cosmos_reasoner_ros.model_family import DEFAULT_FAMILY, family_from_mode
 from cosmos_reasoner_ros.package_files import PACKAGE, config_file
 from cosmos_reasoner_ros.parameters.handoff import HANDOFF_PARAMETERS
 from cosmos_reasoner_ros.parameters.node import NODE_PARAMETERS
-from cosmos_reasoner_ros.parameters.server_url import server_url_problem
+from cosmos_reasoner_ros.parameters.server_url import local_server_url, server_url_problem
 
 NODE_EXECUTABLE = "reasoner_node"
 NODE_NAME = "reasoner_node"  # the top-level key of config/reasoner.yaml
@@ -212,7 +212,7 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
         raise LaunchArgumentError(f"mode: one of {', '.join(MODES)}, got {args['mode']!r}")
     if args["gpus"] and not all(g.strip().isdigit() for g in args["gpus"].split(",")):
         raise LaunchArgumentError(f"gpus: comma-separated GPU ids such as 0,1, got {args['gpus']!r}")
-    server_url = args["server_url"] or f"http://127.0.0.1:{port}/v1"
+    server_url = args["server_url"] or local_server_url(port)
     if problem := server_url_problem(server_url):
         raise LaunchArgumentError(f"server_url: {problem}")
     cameras = [c.strip() for c in args["cameras"].split(",") if c.strip()]

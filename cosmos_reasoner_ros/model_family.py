@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_reasoner_ros.errors import TaskError
+from cosmos_reasoner_ros.parameters.node_server import AUTO_FAMILY as AUTO
+from cosmos_reasoner_ros.parameters.node_server import FAMILY_NAMES
 
 __all__ = [
     "AUTO",
@@ -32,8 +34,6 @@ __all__ = [
     "family_from_mode",
     "resolve_family",
 ]
-
-AUTO = "auto"  # a setting that asks for detection rather than naming a family
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ class ModelFamily:
         return None if reasoning else {"enable_thinking": False}
 
 
+# One entry for each of FAMILY_NAMES, in its order (the model_family parameter's choices, on the records'
+# floor: parameters/node_server.py); test/parameters/test_parameter_records.py checks that they agree.
 FAMILIES: dict[str, ModelFamily] = {
     f.name: f
     for f in (
@@ -91,7 +93,6 @@ FAMILIES: dict[str, ModelFamily] = {
         ),
     )
 }
-FAMILY_NAMES = tuple(FAMILIES)
 DEFAULT_FAMILY = "nano"
 FALLBACK_FAMILY = "qwen3_vl"  # a checkpoint that names no known architecture or model type
 

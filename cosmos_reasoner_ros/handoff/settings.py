@@ -14,9 +14,9 @@ from typing import Any
 
 from cosmos_reasoner_ros.geometry import GroundPlane
 from cosmos_reasoner_ros.handoff.ground_path import PathLimits
+from cosmos_reasoner_ros.parameters.check_names import NO_CHECKS, check_names_problem
 from cosmos_reasoner_ros.parameters.handoff import HANDOFF_PARAMETERS as HANDOFF_PARAMETER_RECORDS
 from cosmos_reasoner_ros.parameters.handoff import HANDOFF_PREFIX, HANDOFF_RECORDS
-from cosmos_reasoner_ros.requests import CHECK_NAMES
 
 _MODE = HANDOFF_PARAMETER_RECORDS["mode"]
 _DEFAULTS = {r.name: r.default for r in HANDOFF_RECORDS}
@@ -39,7 +39,6 @@ ACTIONS = ("follow_path", "navigate_to_pose")  # the modes that send goals to Na
 DEFAULT_ACTION_NAMES = {"follow_path": "/follow_path", "navigate_to_pose": "/navigate_to_pose"}
 ON_REFUSAL = HANDOFF_PARAMETER_RECORDS["on_refusal"].choices or ()
 ON_STOP = HANDOFF_PARAMETER_RECORDS["on_stop"].choices or ()
-NO_CHECKS = "none"
 
 
 @dataclass(frozen=True)
@@ -173,10 +172,6 @@ def settings_problems(
         if task not in points_tasks:
             known = ", ".join(sorted(points_tasks)) or "none"
             problems.append(f"{PREFIX}tasks: {task!r} is not a task answering points (those: {known})")
-    unknown = [c for c in settings.checks if c not in (*CHECK_NAMES, NO_CHECKS)]
-    if unknown or (NO_CHECKS in settings.checks and len(settings.checks) > 1):
-        problems.append(
-            f"{PREFIX}checks: names from {', '.join(CHECK_NAMES)}, or [{NO_CHECKS}] alone; "
-            f"got {list(settings.checks)}"
-        )
+    if (problem := check_names_problem(list(settings.checks))) is not None:
+        problems.append(f"{PREFIX}checks: {problem}")
     return problems

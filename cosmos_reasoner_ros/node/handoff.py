@@ -265,22 +265,23 @@ class HandoffEdge:
         self._problems.flush()  # repeats held back are stated with their count once their period ends
         if self.handoff.discovering():
             return
-        if self._settings.sends and not self._absence_reported:
-            problem = self._server_problem()
-            if problem:
-                self._absence_reported = True
-                self._node.get_logger().warning(
-                    f"handoff: {problem} {self._settings.discovery_timeout_s:g} s after activate; paths are "
-                    "refused at the server gate until it is there (the node works on)"
-                )
-        if self._settings.validate_path and not self._path_valid_absence_reported:
-            problem = self._path_valid_problem()
-            if problem:
-                self._path_valid_absence_reported = True
-                self._node.get_logger().warning(
-                    f"handoff: {problem} {self._settings.discovery_timeout_s:g} s after activate; paths are "
-                    "refused at path_valid until it is there (the node works on)"
-                )
+        if self._settings.sends and not self._absence_reported and (problem := self._server_problem()):
+            self._absence_reported = True
+            self._warn_absent(problem, "the server gate")
+        if (
+            self._settings.validate_path
+            and not self._path_valid_absence_reported
+            and (problem := self._path_valid_problem())
+        ):
+            self._path_valid_absence_reported = True
+            self._warn_absent(problem, "path_valid")
+
+    def _warn_absent(self, problem: str, gate: str) -> None:
+        """Once per activation: a Nav2 server the handoff needs is still absent after discovery."""
+        self._node.get_logger().warning(
+            f"handoff: {problem} {self._settings.discovery_timeout_s:g} s after activate; paths are "
+            f"refused at {gate} until it is there (the node works on)"
+        )
 
     # -- out ---------------------------------------------------------------------------------------------
 

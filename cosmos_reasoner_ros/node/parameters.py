@@ -15,10 +15,11 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from cosmos_reasoner_ros.parameters.cameras import CAMERA_RECORDS
+from cosmos_reasoner_ros.parameters.check_names import check_names_problem
 from cosmos_reasoner_ros.parameters.node import MIN_TRIGGER_PERIOD_S, NODE_PARAMETERS, NODE_RECORDS
 from cosmos_reasoner_ros.parameters.record import Parameter
 from cosmos_reasoner_ros.parameters.server_url import server_url_problem, url_has_credentials
-from cosmos_reasoner_ros.requests import CHECK_NAMES, MAX_TASKS_PER_CLIP
+from cosmos_reasoner_ros.requests import MAX_TASKS_PER_CLIP
 
 __all__ = [
     "BUSY_POLICIES",
@@ -34,8 +35,6 @@ __all__ = [
     "split_tasks",
     "validate",
 ]
-
-NO_CHECKS = "none"  # publish_checks: [none] publishes 3D paths whatever the checks say
 
 
 class ConfigError(ValueError):
@@ -218,10 +217,6 @@ def validate(cfg: NodeConfig) -> list[str]:
     tasks = split_tasks(cfg.trigger_tasks)
     if len(tasks) > MAX_TASKS_PER_CLIP:
         problems.append(f"trigger_tasks: at most {MAX_TASKS_PER_CLIP} tasks, got {len(tasks)}")
-    unknown_checks = [c for c in cfg.publish_checks if c not in (*CHECK_NAMES, NO_CHECKS)]
-    if unknown_checks or (NO_CHECKS in cfg.publish_checks and len(cfg.publish_checks) > 1):
-        problems.append(
-            f"publish_checks: names from {', '.join(CHECK_NAMES)}, or [{NO_CHECKS}] alone; "
-            f"got {cfg.publish_checks}"
-        )
+    if (problem := check_names_problem(cfg.publish_checks)) is not None:
+        problems.append(f"publish_checks: {problem}")
     return problems

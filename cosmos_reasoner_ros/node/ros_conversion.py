@@ -6,6 +6,7 @@ Stamps are int nanoseconds inside the package and builtin_interfaces/Time only h
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -54,12 +55,19 @@ def ros_string(text: str) -> str:
     return text.replace("\x00", "\ufffd")
 
 
+def _on_image(label: str, camera: str, width: int, height: int) -> dict[str, Any]:
+    """The fields a 2D answer's message shares: its label, and the camera and image size it is drawn on."""
+    return {
+        "label": ros_string(label),
+        "camera": camera,
+        "image_width": max(0, width),
+        "image_height": max(0, height),
+    }
+
+
 def trajectory_msg(t: Trajectory, camera: str, width: int, height: int) -> Trajectory2D:
     return Trajectory2D(
-        label=ros_string(t.label),
-        camera=camera,
-        image_width=max(0, width),
-        image_height=max(0, height),
+        **_on_image(t.label, camera, width, height),
         points_px=[Point(x=x, y=y) for x, y in (point_pixels(p, width, height) for p in t.points)],
         points_norm=[Point(x=float(p.x_norm), y=float(p.y_norm)) for p in t.points],
     )
@@ -67,10 +75,7 @@ def trajectory_msg(t: Trajectory, camera: str, width: int, height: int) -> Traje
 
 def box_msg(b: Box2D, camera: str, width: int, height: int) -> BoundingBox2D:
     return BoundingBox2D(
-        label=ros_string(b.label),
-        camera=camera,
-        image_width=max(0, width),
-        image_height=max(0, height),
+        **_on_image(b.label, camera, width, height),
         x1_px=norm_to_pixel(b.x1_norm, width),
         y1_px=norm_to_pixel(b.y1_norm, height),
         x2_px=norm_to_pixel(b.x2_norm, width),

@@ -3,7 +3,8 @@ declares them. Off by default (mode none); handoff/settings.py reads and checks 
 
 from __future__ import annotations
 
-from cosmos_reasoner_ros.parameters.record import Parameter, by_name
+from cosmos_reasoner_ros.parameters.check_names import CHECK_NAMES
+from cosmos_reasoner_ros.parameters.record import Parameter, by_name, seconds
 
 __all__ = ["HANDOFF_PARAMETERS", "HANDOFF_PREFIX", "HANDOFF_RECORDS"]
 
@@ -114,18 +115,16 @@ HANDOFF_RECORDS: tuple[Parameter, ...] = (
             "ground-plane points farther than this from the camera's foot are refused (near the horizon)"
         ),
     ),
-    Parameter(
+    seconds(
         "max_age_s",
-        float,
         1.0,
-        unit="s",
-        range=(0.01, 3600.0),
-        description="age gate: an answer older than this (robot clock, from the clip's end) is never sent",
+        (0.01, 3600.0),
+        "age gate: an answer older than this (robot clock, from the clip's end) is never sent",
     ),
     Parameter(
         "checks",
         list,
-        ["points_in_image", "boxes_in_image", "depth_coverage", "max_step"],
+        list(CHECK_NAMES),
         description=(
             "geometric checks (ReasonerResult.checks) that must pass before a path is sent; [none]: none"
         ),
@@ -240,15 +239,11 @@ HANDOFF_RECORDS: tuple[Parameter, ...] = (
         "",
         description="NavigateToPose behavior_tree; empty: the navigator's default",
     ),
-    Parameter(
+    seconds(
         "server_timeout_s",
-        float,
         2.0,
-        unit="s",
-        range=(0.05, 600.0),
-        description=(
-            "longest wait for an answer of Nav2: IsPathValid's, and a goal's end after the cancel at stop"
-        ),
+        (0.05, 600.0),
+        ("longest wait for an answer of Nav2: IsPathValid's, and a goal's end after the cancel at stop"),
     ),
     Parameter(
         "discovery_timeout_s",

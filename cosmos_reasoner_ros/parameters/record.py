@@ -1,7 +1,8 @@
 """One parameter as one record (rclpy's ParameterDescriptor without ROS): its name, type, default, unit, range
 or choices and description, and the one check of a value against them that every validation asks.
 
-The records themselves live one module per owner: parameters/node.py, cameras.py and handoff.py.
+The records themselves live one module per owner: the node's in parameters/node.py (gathered from
+node_clips.py, node_server.py and node_requests.py), cameras.py and handoff.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "Parameter", "by_name"]
+__all__ = ["KINDS", "Parameter", "by_name", "seconds"]
 
 # The types a parameter may have (ROS parameter types: bool, integer, double, string, string array) and how a
 # message names each.
@@ -71,6 +72,12 @@ class Parameter:
         got = "null" if value is None else type(value).__name__
         return f"must be {KINDS[self.type]}, got {got}"
 
+    def check(self, value: Any) -> None:
+        """Raise ValueError(f"{name} {problem}") where `value` is not valid: a constructor's check of an
+        argument that this record governs (the node has validated it; a direct caller may not have)."""
+        if (problem := self.problem(value)) is not None:
+            raise ValueError(f"{self.name} {problem}")
+
     def problem(self, value: Any) -> str | None:
         """What is wrong with `value` for this parameter (None: nothing): its type, a number's finiteness and
         range, a text's choices, the rule. The caller names the parameter: f"{name}: {problem}"."""
@@ -95,3 +102,8 @@ def by_name(records: Iterable[Parameter]) -> Mapping[str, Parameter]:
             raise ValueError(f"parameter {record.name} is written twice")
         table[record.name] = record
     return table
+
+
+def seconds(name: str, default: float, bounds: tuple[float, float], description: str) -> Parameter:
+    """A duration or period in seconds, the most common record: a number in [s] within `bounds`."""
+    return Parameter(name, float, default, description, unit="s", range=bounds)

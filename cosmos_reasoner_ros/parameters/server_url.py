@@ -12,6 +12,7 @@ import re
 __all__ = [
     "DEFAULT_SERVER_URL",
     "REDACTED",
+    "local_server_url",
     "normalise_server_url",
     "server_root",
     "server_url_problem",
@@ -19,12 +20,19 @@ __all__ = [
     "url_has_credentials",
 ]
 
-DEFAULT_SERVER_URL = "http://127.0.0.1:8000/v1"  # vLLM's OpenAI-compatible API on this host, its default port
 REDACTED = "<redacted>"
 _SCHEMES = ("http://", "https://")  # never file:// or others: urlopen would open local files
 _API_SUFFIX = "/v1"
 _WELL_FORMED = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]")  # a scheme, then an authority
 _SHOWN_CHARS = 200  # characters of a URL an error message quotes at most
+
+
+def local_server_url(port: int) -> str:
+    """The base URL of the OpenAI-compatible API of a vLLM server on this host listening on `port`."""
+    return f"http://127.0.0.1:{port}{_API_SUFFIX}"
+
+
+DEFAULT_SERVER_URL = local_server_url(8000)  # vLLM's default port
 
 
 def url_has_credentials(url: str) -> bool:

@@ -16,11 +16,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cosmos_reasoner_ros.parameters.node import NODE_PARAMETERS
+from cosmos_reasoner_ros.parameters.node_clips import MEDIA_FORMS
+
 __all__ = ["MEDIA_FORMS", "MediaForm", "MediaRefusal", "media_refusal"]
 
 _log = logging.getLogger(__name__)
-
-MEDIA_FORMS = ("auto", "video", "frames")
 
 # vLLM (0.19-0.34, multimodal/processing): "At most 0 video(s) may be provided in one prompt." and, when the
 # model could take more, " Set `--limit-mm-per-prompt` to increase this limit."; earlier releases said
@@ -70,8 +71,7 @@ class MediaForm:
     def __init__(
         self, form: str = "auto", max_images: int = 8, log: Callable[[str], object] | None = None
     ) -> None:
-        if form not in MEDIA_FORMS:
-            raise ValueError(f"media_form must be one of {', '.join(MEDIA_FORMS)}, got {form!r}")
+        NODE_PARAMETERS["media_form"].check(form)
         if max_images < 1:
             raise ValueError(f"max_image_frames must be >= 1, got {max_images}")
         self.form = form

@@ -13,6 +13,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from cosmos_reasoner_ros.geometry import ProjectedPath, point_pixels
+from cosmos_reasoner_ros.parameters.check_names import (
+    BOXES_IN_IMAGE,
+    CHECK_NAMES,
+    DEPTH_COVERAGE,
+    MAX_STEP,
+    POINTS_IN_IMAGE,
+)
 from cosmos_reasoner_ros.reasoner import ParsedAnswer
 
 __all__ = [
@@ -26,12 +33,6 @@ __all__ = [
     "depth_checks",
     "image_checks",
 ]
-
-POINTS_IN_IMAGE = "points_in_image"
-BOXES_IN_IMAGE = "boxes_in_image"
-DEPTH_COVERAGE = "depth_coverage"
-MAX_STEP = "max_step"
-CHECK_NAMES = (POINTS_IN_IMAGE, BOXES_IN_IMAGE, DEPTH_COVERAGE, MAX_STEP)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cosmos_reasoner_ros.errors import BusyError, DeadlineExceeded, ReasonerError, RequestCancelled
+from cosmos_reasoner_ros.parameters.node import NODE_PARAMETERS
+from cosmos_reasoner_ros.parameters.node_requests import BUSY_POLICIES
 from cosmos_reasoner_ros.requests.outcome import (
     Cancel,
     Outcome,
@@ -41,7 +43,6 @@ __all__ = ["BUSY_POLICIES", "Admission", "Job", "RequestScheduler"]
 
 _log = logging.getLogger(__name__)
 
-BUSY_POLICIES = ("reject", "replace")
 _DELIVERY_GRACE_S = 1.0
 # After its deadline a request has this long to end with its own (timeout) outcome, which carries what it
 # had done; then it gets one without. Cancellation takes tens of milliseconds (the client polls every 20 ms),
@@ -139,8 +140,7 @@ class RequestScheduler:
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
-        if busy_policy not in BUSY_POLICIES:
-            raise ValueError(f"busy_policy must be one of {', '.join(BUSY_POLICIES)}, got {busy_policy!r}")
+        NODE_PARAMETERS["busy_policy"].check(busy_policy)
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self._execute = execute

@@ -1,8 +1,9 @@
 """The parameter records (cosmos_reasoner_ros/parameters/): generated values for every record, in and out of
 its range or choices, non-finite and of the wrong type, judged by the record's checker, by the node's
 validation (node/parameters.py validate) and by the handoff's (handoff/settings.py settings_problems), each
-against an oracle computed from the record's fields alone. Also: the values the records write that other
-modules own agree with them."""
+against an oracle computed from the record's fields alone. Also: the modules that take a value from the
+records (media forms, busy policies, model families, check names) refuse exactly what the record refuses, and
+the one value still written twice (the media folder) agrees."""
 
 from __future__ import annotations
 
@@ -16,16 +17,17 @@ from hypothesis import strategies as st
 from support.configs import default_config
 from support.handoff_answers import settings as handoff_settings
 
+from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.handoff import HandoffSettings, settings_problems
-from cosmos_reasoner_ros.model_family import AUTO, FAMILY_NAMES
+from cosmos_reasoner_ros.model_family import AUTO, FAMILIES, FAMILY_NAMES, family
 from cosmos_reasoner_ros.node.parameters import CameraConfig, NodeConfig, validate
 from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR
 from cosmos_reasoner_ros.parameters.cameras import CAMERA_RECORDS
 from cosmos_reasoner_ros.parameters.handoff import HANDOFF_RECORDS
-from cosmos_reasoner_ros.parameters.node import MIN_TRIGGER_PERIOD_S, NODE_RECORDS
+from cosmos_reasoner_ros.parameters.node import MIN_TRIGGER_PERIOD_S, NODE_PARAMETERS, NODE_RECORDS
 from cosmos_reasoner_ros.parameters.record import Parameter
-from cosmos_reasoner_ros.reasoner import MEDIA_FORMS
-from cosmos_reasoner_ros.requests import BUSY_POLICIES, CHECK_NAMES
+from cosmos_reasoner_ros.reasoner import MEDIA_FORMS, MediaForm
+from cosmos_reasoner_ros.requests import BUSY_POLICIES, CHECK_NAMES, RequestScheduler
 
 ALL = (*NODE_RECORDS, *CAMERA_RECORDS, *HANDOFF_RECORDS)
 NO_CHECKS = "none"
@@ -204,15 +206,70 @@ def test_the_defaults_are_valid_and_the_records_refuse_bad_tables() -> None:
         Parameter("n", int, 1, "count", choices=("1",))
 
 
-def test_what_the_records_write_that_others_own_agrees() -> None:
-    """The records' floor imports nothing of the package: the values other modules also name are checked."""
+def test_what_the_records_hold_that_others_use_agrees() -> None:
+    """The owners export the records' values; model_family's table has one family per name of the record's
+    choices, and package_files (beside this floor, which may not import it) writes the media folder again."""
     node = {r.name: r for r in NODE_RECORDS}
     handoff = {r.name: r for r in HANDOFF_RECORDS}
-    assert node["media_form"].choices == MEDIA_FORMS
+    assert node["media_form"].choices == MEDIA_FORMS == ("auto", "video", "frames")
     assert node["model_family"].choices == (AUTO, *FAMILY_NAMES) and node["model_family"].default == AUTO
-    assert node["busy_policy"].choices == BUSY_POLICIES
+    assert tuple(FAMILIES) == FAMILY_NAMES and all(FAMILIES[n].name == n for n in FAMILY_NAMES)
+    assert node["busy_policy"].choices == BUSY_POLICIES == ("reject", "replace")
     assert tuple(node["publish_checks"].default) == CHECK_NAMES == tuple(handoff["checks"].default)
     assert node["media_dir"].default == DEFAULT_MEDIA_DIR
+
+
+# Values around a choice: the record's choices, near misses, other texts and other types.
+CHOICE_VALUES = (
+    st.sampled_from(("auto", "video", "frames", "reject", "replace", "nano", "super", "edge", "qwen3_vl"))
+    | st.sampled_from(("Auto", "video ", "", "none", "qwen3", "frame"))
+    | TEXT
+    | st.none()
+    | st.integers(-2, 2)
+)
+
+
+@given(CHOICE_VALUES)
+@settings(max_examples=300, deadline=None)
+def test_media_form_refuses_exactly_what_its_record_refuses(value: Any) -> None:
+    record = NODE_PARAMETERS["media_form"]
+    accepted = type(value) is str and value in ("auto", "video", "frames")
+    assert (record.problem(value) is None) == accepted, value
+    if accepted:
+        assert MediaForm(value).form == value
+    else:
+        with pytest.raises(ValueError, match=r"^media_form must be "):
+            MediaForm(value)
+
+
+@given(CHOICE_VALUES)
+@settings(max_examples=100, deadline=None)
+def test_the_scheduler_refuses_exactly_the_busy_policies_its_record_refuses(value: Any) -> None:
+    record = NODE_PARAMETERS["busy_policy"]
+    accepted = type(value) is str and value in ("reject", "replace")
+    assert (record.problem(value) is None) == accepted, value
+    if not accepted:
+        with pytest.raises(ValueError, match=r"^busy_policy must be "):
+            RequestScheduler(lambda _job, _report: (), lambda _job, _outcome: None, busy_policy=value)
+        return
+    scheduler = RequestScheduler(lambda _job, _report: (), lambda _job, _outcome: None, busy_policy=value)
+    try:
+        assert scheduler.busy_policy == value
+    finally:
+        scheduler.shutdown(5.0)
+
+
+@given(CHOICE_VALUES.filter(lambda v: isinstance(v, str)))
+@settings(max_examples=300, deadline=None)
+def test_model_family_takes_exactly_the_records_choices_but_auto(value: str) -> None:
+    record = NODE_PARAMETERS["model_family"]
+    named = value in ("nano", "super", "edge", "qwen3_vl")
+    assert (record.problem(value) is None) == (named or value == "auto"), value
+    if named:
+        assert family(value).name == value
+    else:
+        with pytest.raises(TaskError, match="model_family must be one of"):
+            family(value)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from cosmos_reasoner_ros.bag.scores.text_judge import JudgeSettings
 from cosmos_reasoner_ros.node.parameters import secret_problems, validate
 from cosmos_reasoner_ros.parameters.server_url import (
     DEFAULT_SERVER_URL,
+    local_server_url,
     normalise_server_url,
     server_root,
     server_url_problem,
@@ -200,3 +201,15 @@ def test_the_default_is_vllms_local_api() -> None:
     assert server_url_problem(DEFAULT_SERVER_URL) is None
     assert server_root(DEFAULT_SERVER_URL) == "http://127.0.0.1:8000"
     assert ClientSettings().base_url == EvalOptions().server_url == DEFAULT_SERVER_URL
+
+
+@given(st.integers(1, 65535))
+@settings(max_examples=100, deadline=None)
+def test_a_local_servers_url_is_its_port_on_this_host(port: int) -> None:
+    """The launch file's default server_url (from its port argument) is this rule's, and passes it."""
+    url = local_server_url(port)
+    parts = urlsplit(url)
+    assert (parts.scheme, parts.hostname, parts.port, parts.path) == ("http", "127.0.0.1", port, "/v1")
+    assert server_url_problem(url) is None and server_root(url) == f"http://127.0.0.1:{port}"
+    plan = launch_config.plan({"start_server": "false", "port": str(port)})
+    assert plan.node.overrides["server_url"] == url

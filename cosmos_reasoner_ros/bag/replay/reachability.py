@@ -14,7 +14,8 @@ import yaml
 from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.replay.node_process import REPLAY_WAIT_FOR_SERVER_S, node_parameter
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
-from cosmos_reasoner_ros.errors import ReasonerError, shown_url
+from cosmos_reasoner_ros.errors import ReasonerError
+from cosmos_reasoner_ros.parameters.server_url import shown_url
 
 __all__ = ["ServerTarget", "check_server", "check_servers", "server_target"]
 
