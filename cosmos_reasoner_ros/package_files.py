@@ -1,5 +1,4 @@
-"""Where the package's own files are (config/, msg/), with one precedence for every caller, and the defaults
-that several of them share.
+"""Where the package's own files are (config/, msg/), with one precedence for every caller.
 
 Precedence, the same for every file:
 1. the source checkout the modules were imported from (`<repo>/config/...` beside `<repo>/package.xml`):
@@ -15,13 +14,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["DEFAULT_MEDIA_DIR", "PACKAGE", "config_file", "package_file", "share_dirs"]
+__all__ = ["PACKAGE", "config_file", "package_file", "share_dirs"]
 
 PACKAGE = "cosmos_reasoner_ros"
-
-# The clip directory the node writes and the server reads (vllm --allowed-local-media-path). Created 0700 by
-# the node's MediaStore. config/reasoner.yaml and config/server.yaml carry the same value.
-DEFAULT_MEDIA_DIR = "/tmp/cosmos_reasoner/media"  # noqa: S108
 
 _SOURCE_ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,6 +11,7 @@ from support.paths import ROOT
 
 from cosmos_reasoner_ros import package_files
 from cosmos_reasoner_ros.package_files import config_file, package_file, share_dirs
+from cosmos_reasoner_ros.parameters.node_clips import DEFAULT_MEDIA_DIR
 
 
 def _share(tmp_path: Path, name: str) -> Path:
@@ -68,4 +69,4 @@ def test_the_media_default_is_the_one_in_both_config_files() -> None:
 
     node = yaml.safe_load((ROOT / "config" / "reasoner.yaml").read_text())["reasoner_node"]["ros__parameters"]
     server = yaml.safe_load((ROOT / "config" / "server.yaml").read_text())
-    assert node["media_dir"] == server["media_dir"] == package_files.DEFAULT_MEDIA_DIR
+    assert node["media_dir"] == server["media_dir"] == DEFAULT_MEDIA_DIR

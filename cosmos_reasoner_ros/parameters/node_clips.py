@@ -9,7 +9,10 @@ from cosmos_reasoner_ros.parameters.record import Parameter, seconds
 __all__ = ["CLIP_RECORDS", "DEFAULT_MEDIA_DIR", "MEDIA_FORMS"]
 
 MEDIA_FORMS = ("auto", "video", "frames")  # how a clip goes to the server (reasoner/media_form.py)
-DEFAULT_MEDIA_DIR = "/tmp/cosmos_reasoner/media"  # noqa: S108  (package_files.DEFAULT_MEDIA_DIR)
+# The clip directory the node writes and the server reads (vllm --allowed-local-media-path; server/settings.py
+# takes it from here). Created 0700 by the node's MediaStore. config/reasoner.yaml and config/server.yaml
+# carry the same value (test/test_package_files.py).
+DEFAULT_MEDIA_DIR = "/tmp/cosmos_reasoner/media"  # noqa: S108
 
 CLIP_RECORDS: tuple[Parameter, ...] = (
     Parameter(

@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR, config_file
+from cosmos_reasoner_ros.package_files import config_file
+from cosmos_reasoner_ros.parameters.node_clips import DEFAULT_MEDIA_DIR
 from cosmos_reasoner_ros.parameters.server_url import server_root, server_url_problem
 
 from .container_settings import mount_problem, parse_container

@@ -3,7 +3,7 @@ its range or choices, non-finite and of the wrong type, judged by the record's c
 validation (node/parameters.py validate) and by the handoff's (handoff/settings.py settings_problems), each
 against an oracle computed from the record's fields alone. Also: the modules that take a value from the
 records (media forms, busy policies, model families, check names) refuse exactly what the record refuses, and
-the one value still written twice (the media folder) agrees."""
+the server's settings default to the node's media folder."""
 
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.handoff import HandoffSettings, settings_problems
 from cosmos_reasoner_ros.model_family import AUTO, FAMILIES, FAMILY_NAMES, family
 from cosmos_reasoner_ros.node.parameters import CameraConfig, NodeConfig, validate
-from cosmos_reasoner_ros.package_files import DEFAULT_MEDIA_DIR
 from cosmos_reasoner_ros.parameters.cameras import CAMERA_RECORDS
 from cosmos_reasoner_ros.parameters.handoff import HANDOFF_RECORDS
 from cosmos_reasoner_ros.parameters.node import MIN_TRIGGER_PERIOD_S, NODE_PARAMETERS, NODE_RECORDS
 from cosmos_reasoner_ros.parameters.record import Parameter
 from cosmos_reasoner_ros.reasoner import MEDIA_FORMS, MediaForm
 from cosmos_reasoner_ros.requests import BUSY_POLICIES, CHECK_NAMES, RequestScheduler
+from cosmos_reasoner_ros.server.settings import ServerSettings
 
 ALL = (*NODE_RECORDS, *CAMERA_RECORDS, *HANDOFF_RECORDS)
 NO_CHECKS = "none"
@@ -208,7 +208,7 @@ def test_the_defaults_are_valid_and_the_records_refuse_bad_tables() -> None:
 
 def test_what_the_records_hold_that_others_use_agrees() -> None:
     """The owners export the records' values; model_family's table has one family per name of the record's
-    choices, and package_files (beside this floor, which may not import it) writes the media folder again."""
+    choices, and the server's settings default to the node's media folder."""
     node = {r.name: r for r in NODE_RECORDS}
     handoff = {r.name: r for r in HANDOFF_RECORDS}
     assert node["media_form"].choices == MEDIA_FORMS == ("auto", "video", "frames")
@@ -216,7 +216,7 @@ def test_what_the_records_hold_that_others_use_agrees() -> None:
     assert tuple(FAMILIES) == FAMILY_NAMES and all(FAMILIES[n].name == n for n in FAMILY_NAMES)
     assert node["busy_policy"].choices == BUSY_POLICIES == ("reject", "replace")
     assert tuple(node["publish_checks"].default) == CHECK_NAMES == tuple(handoff["checks"].default)
-    assert node["media_dir"].default == DEFAULT_MEDIA_DIR
+    assert node["media_dir"].default == ServerSettings.media_dir == "/tmp/cosmos_reasoner/media"
 
 
 # Values around a choice: the record's choices, near misses, other texts and other types.
