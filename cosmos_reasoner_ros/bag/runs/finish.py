@@ -91,13 +91,16 @@ def finish_run(
     bag_rows: Sequence[BagRow] = (),
     scoring: RunScoring | None = None,
     ground: GroundOf | None = None,
+    kinds: Mapping[str, str] | None = None,
 ) -> RunResult:
     """frames: each bag's frames by the records' bag label (one entry serves records without a label).
     scoring: labels to score the records against (scores.json; thresholds join the aggregate checks).
-    ground: where the rehearsed handoff's paths lie, to score them on the ground too (handoff_ground)."""
+    ground: where the rehearsed handoff's paths lie, to score them on the ground too (handoff_ground).
+    kinds: task -> answer kind of the run's catalog (preflight.answer_kinds), to compare each task's answers
+    with the baseline's by its own kind."""
     out.mkdir(parents=True, exist_ok=True)
     done = _annotate(records, out, frames, image_format)
-    verdict = judge(done, tolerances, baseline)
+    verdict = judge(done, tolerances, baseline, kinds)
     scored = scoring.apply(done, out, frames, image_format, ground=ground) if scoring is not None else None
     if scored is not None:
         verdict = replace(verdict, aggregate=(*verdict.aggregate, *scored.checks))

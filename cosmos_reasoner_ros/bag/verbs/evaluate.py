@@ -151,6 +151,7 @@ def _from_results(args: argparse.Namespace, tolerances: Tolerances, scoring: Run
     from cosmos_reasoner_ros.bag.replay.evaluate import read_recorded
     from cosmos_reasoner_ros.bag.replay.node_process import handoff_settings
     from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
+    from cosmos_reasoner_ros.bag.replay.preflight import answer_kinds
     from cosmos_reasoner_ros.bag.report.frames import FrameIndex
     from cosmos_reasoner_ros.bag.runs.finish import finish_run
     from cosmos_reasoner_ros.bag.runs.handoff_ground import BagCameras, handoff_ground
@@ -168,7 +169,8 @@ def _from_results(args: argparse.Namespace, tolerances: Tolerances, scoring: Run
         FrameIndex(args.bags[0], args.camera_topics[0] if args.camera_topics else "") if args.bags else None
     )
     # The robot's handoff ground plane, where --params-file / -p give it; its camera's CameraInfo in the bag.
-    settings = handoff_settings(EvalOptions(params_file=args.params_file, params=tuple(args.param)))
+    options = EvalOptions(params_file=args.params_file, params=tuple(args.param))
+    settings = handoff_settings(options)
     cameras = {"": BagCameras.of(frames.reader, frames.topic)} if frames is not None else {}
     try:
         result = finish_run(
@@ -182,6 +184,7 @@ def _from_results(args: argparse.Namespace, tolerances: Tolerances, scoring: Run
             args.title,
             scoring=scoring,
             ground=handoff_ground(settings, cameras),
+            kinds=answer_kinds(options),
         )
     finally:
         if frames is not None:
