@@ -16,6 +16,7 @@ from cosmos_reasoner_ros.bag.records import ResultRecord, write_records
 from cosmos_reasoner_ros.bag.report.comparison import comparison_plots, comparison_section, verdict_section
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex, annotated_frame, difference_frame, save_image
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles, bag_table, write_report
+from cosmos_reasoner_ros.bag.runs.capped import capped
 from cosmos_reasoner_ros.bag.runs.scoring import RunScoring, ScoredRun, score_lines
 from cosmos_reasoner_ros.bag.safe_paths import printable, safe_name
 from cosmos_reasoner_ros.bag.scores import GroundOf
@@ -185,14 +186,9 @@ def summary_lines(result: RunResult, name: str = "", limit: int = 10) -> list[st
         lines += score_lines(result.scored)
     failed = v.failed_checks
     lines.append("PASS" if v.passed else f"FAIL: {len(failed)} tolerance(s) exceeded")
-    for where_, check in failed[:limit]:
-        lines.append(f"  {where_}: {check.describe()}")
-    if len(failed) > limit:
-        lines.append(f"  ... and {len(failed) - limit} more (see {result.out / 'verdict.json'})")
-    notes = v.notes
-    for note in notes[:limit]:
-        lines.append(f"  lost: {note}")
-    if len(notes) > limit:
-        lines.append(f"  ... and {len(notes) - limit} more losses (see {result.out / 'verdict.json'})")
+    verdict_file = result.out / "verdict.json"
+    exceeded = [f"  {where_}: {check.describe()}" for where_, check in failed]
+    lines += capped(exceeded, limit, f"more (see {verdict_file})")
+    lines += capped([f"  lost: {note}" for note in v.notes], limit, f"more losses (see {verdict_file})")
     lines.append(f"report: {result.files.index}")
     return lines

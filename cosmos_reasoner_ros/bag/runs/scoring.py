@@ -18,6 +18,7 @@ from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.bag.report.depth_frames import DepthIndex
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex, save_image
 from cosmos_reasoner_ros.bag.report.scores_section import label_card, label_frame, scores_section
+from cosmos_reasoner_ros.bag.runs.capped import capped
 from cosmos_reasoner_ros.bag.safe_paths import safe_name
 from cosmos_reasoner_ros.bag.scores import (
     GroundOf,
@@ -167,9 +168,6 @@ def score_lines(scored: ScoredRun, limit: int = 8) -> list[str]:
         lines.append(f"  {handoff.line()}")
     matching = scored.scores.matching
     problems = matching.problems() if matching is not None else []
-    for problem in problems[:limit]:
-        lines.append(f"  not scored: {problem}")
-    if len(problems) > limit:
-        lines.append(f"  ... and {len(problems) - limit} more not scored (see {scored.path})")
+    lines += capped([f"  not scored: {p}" for p in problems], limit, f"more not scored (see {scored.path})")
     lines.append(f"scores: {scored.path}")
     return lines
