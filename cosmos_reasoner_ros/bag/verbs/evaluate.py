@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
-from cosmos_reasoner_ros.bag.safe_paths import writable_folder
-from cosmos_reasoner_ros.bag.verbs.arguments import add_checks, add_run, add_topics
-from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, junit_on_error
+from cosmos_reasoner_ros.bag.verbs.arguments import add_checks, add_run, add_topics, run_options
+from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, judged_main
 from cosmos_reasoner_ros.bag.verbs.scoring_args import add_scoring_arguments, scoring_from_args
 
 if TYPE_CHECKING:
@@ -89,22 +88,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+@judged_main
 def main(args: argparse.Namespace) -> int:
-    with junit_on_error(args.junit, args.output.name):
-        return _main(args)
-
-
-def _main(args: argparse.Namespace) -> int:
     from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
 
     tolerances = load_tolerances(args.tolerances)
     scoring = scoring_from_args(args)  # labels files read now: a bad one is exit 2 before anything runs
-    check_outputs(args.output, args.junit)
-    if args.media_dir is not None:  # where the node writes clips: a folder, writable, before any node starts
-        writable_folder(args.media_dir, "media folder")
+    check_outputs(args.output, args.junit, args.media_dir)
     if args.results is not None:
         return _from_results(args, tolerances, scoring)
-    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, bag_paths
+    from cosmos_reasoner_ros.bag.replay.plan import TaskSpec, bag_paths
     from cosmos_reasoner_ros.bag.replay.preflight import check_tasks
     from cosmos_reasoner_ros.bag.runs.suite import run_bags
 
@@ -113,8 +106,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.in_flight < 0:
         raise BagError("--in-flight must be >= 0")
     at = tuple(float(t) for t in args.at.split(",") if t.strip()) if args.at else ()
-    options = EvalOptions(
-        server_url=args.server_url,
+    options = run_options(
+        args,
         tasks=tuple(TaskSpec.parse(t) for t in args.task) or (TaskSpec("next_action"),),
         period_s=args.period,
         at_s=at,
@@ -128,12 +121,7 @@ def _main(args: argparse.Namespace) -> int:
         rate=args.rate,
         lock_step=args.lock_step,
         in_flight=args.in_flight,
-        timeout_s=args.timeout,
-        image_format=args.image_format,
-        progress=not args.no_progress,
-        record=args.record,
         depth=not args.no_depth,
-        media_dir=args.media_dir,
     )
     check_tasks(options)  # a misspelled task: exit 2 now, not a replay whose every request fails
     bags = bag_paths(args.bags)
