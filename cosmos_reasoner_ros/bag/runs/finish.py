@@ -14,7 +14,13 @@ from cosmos_reasoner_ros.bag.judge.compare import Verdict, judge
 from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances
 from cosmos_reasoner_ros.bag.records import ResultRecord, write_records
 from cosmos_reasoner_ros.bag.report.comparison import comparison_plots, comparison_section, verdict_section
-from cosmos_reasoner_ros.bag.report.frames import FrameIndex, annotated_frame, difference_frame, save_image
+from cosmos_reasoner_ros.bag.report.frames import (
+    FrameIndex,
+    annotated_frame,
+    difference_frame,
+    record_frame,
+    save_image,
+)
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles, bag_table, write_report
 from cosmos_reasoner_ros.bag.runs.capped import capped
 from cosmos_reasoner_ros.bag.runs.scoring import RunScoring, ScoredRun, score_lines
@@ -33,17 +39,12 @@ class RunResult:
     scored: ScoredRun | None = None  # with labels: the scores (their thresholds are in the verdict)
 
 
-def _frame_source(frames: Mapping[str, FrameIndex], record: ResultRecord) -> FrameIndex | None:
-    return frames.get(record.bag) or (next(iter(frames.values())) if len(frames) == 1 else None)
-
-
 def _annotate(
     records: Sequence[ResultRecord], out: Path, frames: Mapping[str, FrameIndex], image_format: str
 ) -> list[ResultRecord]:
     done = []
     for n, record in enumerate(records, start=1):
-        source = _frame_source(frames, record)
-        frame = source.frame_for(record) if source is not None else None
+        frame = record_frame(frames, record)
         if frame is None:
             done.append(record)
             continue
@@ -108,8 +109,7 @@ def finish_run(
     differences: dict[int, str] = {}
     for i, r in enumerate(verdict.requests):
         if r.differs and r.current is not None and r.baseline is not None:
-            source = _frame_source(frames, r.current)
-            frame = source.frame_for(r.current) if source is not None else None
+            frame = record_frame(frames, r.current)
             if frame is not None:
                 differences[i] = (
                     f"images/diff_{i + 1:04d}_{safe_name(r.current.task or 'request')}.{image_format}"
