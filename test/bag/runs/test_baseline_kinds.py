@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,3 +86,42 @@ def test_the_run_judges_with_the_kinds_it_is_given(tmp_path: Path) -> None:
     assert request.metrics["caption_similarity_mean"] == 0.5
     written = json.loads((tmp_path / "verdict.json").read_text())
     assert written["requests"][0]["metrics"] == request.metrics
+
+
+@pytest.mark.ros
+def test_evaluate_results_against_a_baseline_compares_region_captions(tmp_path: Path) -> None:
+    """`evaluate --results RECORDED --baseline`: the verb hands the catalog's kinds to the judge, so recorded
+    region_captions answers whose boxes match the baseline's but whose captions do not score 0 similarity."""
+    from rclpy.serialization import serialize_message
+    from support.interface_samples import sample_result
+
+    from cosmos_reasoner_ros.bag.cli import main
+    from cosmos_reasoner_ros.bag.files.typestore import typestore
+    from cosmos_reasoner_ros.bag.files.writer import open_writer
+    from cosmos_reasoner_ros.bag.records import load_records, write_records
+
+    recorded = tmp_path / "recorded"
+    writer = open_writer(recorded)
+    conn = writer.add_topic("/reasoner_node/result", "cosmos_reasoner_ros/msg/ReasonerResult", typestore())
+    for i in range(2):
+        msg = sample_result("regions")
+        msg.task = "region_captions"
+        msg.boxes[0].label = "a red cube on the table"
+        msg.clip_end.sec += i
+        writer.write(conn, 1_800_000_000_000_000_000 + i * 1_000_000_000, serialize_message(msg))
+    writer.close()
+    first = tmp_path / "first"
+    assert main(["evaluate", "--results", str(recorded), "-o", str(first)]) == 0
+    # The baseline: the same answers, the second one's caption in other words (its box unchanged).
+    records = load_records(first)
+    other = replace(
+        records[1].boxes[0], box=replace(records[1].boxes[0].box, label="blue bottle beside sink")
+    )
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    write_records([records[0], replace(records[1], boxes=(other,))], baseline / "results.jsonl")
+    second = tmp_path / "second"
+    assert main(["evaluate", "--results", str(recorded), "-o", str(second), "--baseline", str(baseline)]) == 0
+    metrics = [r["metrics"] for r in json.loads((second / "verdict.json").read_text())["requests"]]
+    assert [m["box_iou_mean"] for m in metrics] == [1.0, 1.0]
+    assert [m["caption_similarity_mean"] for m in metrics] == [1.0, 0.0]
