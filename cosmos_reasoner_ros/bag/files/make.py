@@ -217,7 +217,6 @@ class _Messages:
         return self.Header(stamp=self.Time(sec=sec, nanosec=nanosec), frame_id=self.o.frame_id)
 
     def image(self, rgb: np.ndarray, stamp_ns: int) -> tuple[str, bytes | memoryview]:
-        h, w = rgb.shape[:2]
         if self.o.encoding == "jpeg":
             ok, buf = cv2.imencode(
                 ".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, self.o.jpeg_quality]
@@ -227,30 +226,26 @@ class _Messages:
             msg = self.Compressed(header=self.header(stamp_ns), format="jpeg", data=buf.reshape(-1))
             return "sensor_msgs/msg/CompressedImage", self.store.serialize_cdr(msg, msg.__msgtype__)
         pixels = rgb if self.o.encoding == "rgb8" else rgb[:, :, ::-1]
-        data = np.ascontiguousarray(pixels).reshape(-1)
-        msg = self.Image(
-            header=self.header(stamp_ns),
-            height=h,
-            width=w,
-            encoding=self.o.encoding,
-            is_bigendian=0,
-            step=w * 3,
-            data=data,
-        )
+        msg = self.raw(pixels, self.o.encoding, stamp_ns)
         return "sensor_msgs/msg/Image", self.store.serialize_cdr(msg, msg.__msgtype__)
 
     def depth(self, depth: np.ndarray, stamp_ns: int) -> bytes:
-        h, w = depth.shape
-        msg = self.Image(
+        msg = self.raw(depth, self.o.depth_encoding, stamp_ns)
+        return bytes(self.store.serialize_cdr(msg, msg.__msgtype__))
+
+    def raw(self, pixels: np.ndarray, encoding: str, stamp_ns: int) -> Any:
+        """An Image of the pixels (rows by columns, a colour image's channels last), row after row."""
+        h, w = pixels.shape[:2]
+        channels = pixels.shape[2] if pixels.ndim == 3 else 1
+        return self.Image(
             header=self.header(stamp_ns),
             height=h,
             width=w,
-            encoding=self.o.depth_encoding,
+            encoding=encoding,
             is_bigendian=0,
-            step=w * depth.itemsize,
-            data=depth.view(np.uint8).reshape(-1),
+            step=w * channels * pixels.itemsize,
+            data=np.ascontiguousarray(pixels).view(np.uint8).reshape(-1),
         )
-        return bytes(self.store.serialize_cdr(msg, msg.__msgtype__))
 
     def info(self, width: int, height: int, stamp_ns: int) -> bytes:
         fx, fy, cx, cy = intrinsics(width, height, self.o.fov_deg)

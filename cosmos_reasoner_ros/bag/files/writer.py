@@ -133,10 +133,7 @@ class BagWriter:
         except OSError as exc:
             raise BagError(f"cannot finish bag {self.path}: {exc}") from None
         finally:
-            self._mcap = self._rosbags = None
-            if self._staging is not None:
-                self._staging.cleanup()
-                self._staging = None
+            self._release()
 
     def abort(self) -> None:
         import shutil
@@ -146,11 +143,15 @@ class BagWriter:
                 self._rosbags.close()
         if self._fh is not None:
             self._fh.close()
+        self._release()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def _release(self) -> None:
+        """The writer is done: no writer left, the staging folder (sqlite3) removed."""
         self._mcap = self._rosbags = None
         if self._staging is not None:
             self._staging.cleanup()
             self._staging = None
-        shutil.rmtree(self.path, ignore_errors=True)
 
     def _write_metadata(self) -> None:
         """metadata.yaml as rosbag2 writes version 9, so that ros2 bag and rosbags read the bag; it names the

@@ -51,11 +51,7 @@ class _Loader(yaml.SafeLoader):
     """SafeLoader without anchors and aliases: an alias could make a small file expand without bound."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
-        if isinstance(event, yaml.AliasEvent):
-            raise _Refused("YAML aliases (*name) are not allowed in a labels file", event.start_mark)
-        if getattr(event, "anchor", None):
-            raise _Refused("YAML anchors (&name) are not allowed in a labels file", event.start_mark)
+        _refuse_anchors(self.peek_event())  # type: ignore[no-untyped-call]
         return super().compose_node(parent, index)
 
 
@@ -63,6 +59,13 @@ class _Refused(Exception):
     def __init__(self, message: str, mark: Any) -> None:
         super().__init__(message)
         self.mark = mark
+
+
+def _refuse_anchors(event: Any) -> None:
+    if isinstance(event, yaml.AliasEvent):
+        raise _Refused("YAML aliases (*name) are not allowed in a labels file", event.start_mark)
+    if getattr(event, "anchor", None):
+        raise _Refused("YAML anchors (&name) are not allowed in a labels file", event.start_mark)
 
 
 # libyaml's loader where PyYAML has it (ten times faster on a file of thousands of labels); the same checks.
@@ -74,10 +77,7 @@ def _loader(text: str, libyaml: bool) -> Any:
     if not (libyaml and _LIBYAML is not None):
         return _Loader(text)
     for event in yaml.parse(text, Loader=_LIBYAML):  # libyaml composes in C: look at the events first
-        if isinstance(event, yaml.AliasEvent):
-            raise _Refused("YAML aliases (*name) are not allowed in a labels file", event.start_mark)
-        if getattr(event, "anchor", None):
-            raise _Refused("YAML anchors (&name) are not allowed in a labels file", event.start_mark)
+        _refuse_anchors(event)
     return _LIBYAML(text)
 
 

@@ -13,7 +13,7 @@ from cosmos_reasoner_ros.bag.safe_paths import printable
 from cosmos_reasoner_ros.errors import ReasonerError
 from cosmos_reasoner_ros.reasoner import TaskCatalog
 
-__all__ = ["check_tasks"]
+__all__ = ["answer_kinds", "check_tasks"]
 
 
 def _catalog(options: EvalOptions) -> TaskCatalog:
@@ -38,3 +38,10 @@ def check_tasks(options: EvalOptions, where: str = "") -> None:
         if goal.spec.task not in catalog:
             known = ", ".join(sorted(catalog.names()))
             raise BagError(f"{where}unknown task {printable(goal.spec.task)[:80]!r} (known: {known})")
+
+
+def answer_kinds(options: EvalOptions) -> dict[str, str]:
+    """Each task of the catalog the node loads, with its answer kind: the judge compares a task's answers by
+    its own kind (a regions answer by IoU and caption similarity, not by the IoU of its boxes alone)."""
+    catalog = _catalog(options)
+    return {name: catalog.spec(name).answer_kind for name in catalog}

@@ -4,6 +4,7 @@ drawn on its frame, and a baseline's and a run's answers drawn on one frame wher
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,15 @@ from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.errors import FrameError
 from cosmos_reasoner_ros.geometry import Trajectory, ns_from_sec_nanosec
 
-__all__ = ["FrameIndex", "annotated_frame", "difference_frame", "handoff_trajectory", "save_image"]
+__all__ = [
+    "FrameIndex",
+    "annotated_frame",
+    "difference_frame",
+    "frame_source",
+    "handoff_trajectory",
+    "record_frame",
+    "save_image",
+]
 
 
 class FrameIndex:
@@ -106,13 +115,28 @@ class FrameIndex:
             image = frames[-1].rgb if frames else image
         return image
 
+    def stamp_for(self, record: ResultRecord) -> int:
+        """The end of the record's clip (the trigger's bag time when the clip is unknown)."""
+        return record.clip_end_ns or self.start_ns + round(record.trigger_s * 1e9)
+
     def frame_for(self, record: ResultRecord) -> np.ndarray | None:
         """The newest frame of the record's clip (the trigger's bag time when the clip is unknown)."""
-        return self.frame(record.clip_end_ns or self.start_ns + round(record.trigger_s * 1e9))
+        return self.frame(self.stamp_for(record))
 
     def close(self) -> None:
         if self._owned:
             self.reader.close()
+
+
+def frame_source(frames: Mapping[str, FrameIndex], record: ResultRecord) -> FrameIndex | None:
+    """The frames of the record's bag, by its bag label (a single entry serves every record)."""
+    return frames.get(record.bag) or (next(iter(frames.values())) if len(frames) == 1 else None)
+
+
+def record_frame(frames: Mapping[str, FrameIndex], record: ResultRecord) -> np.ndarray | None:
+    """The record's frame from its bag's frames (None: none for its bag, or none decodes)."""
+    source = frame_source(frames, record)
+    return source.frame_for(record) if source is not None else None
 
 
 def _caption(record: ResultRecord) -> str:

@@ -14,8 +14,15 @@ from cosmos_reasoner_ros.bag.judge.compare import Verdict, judge
 from cosmos_reasoner_ros.bag.judge.tolerances import Tolerances
 from cosmos_reasoner_ros.bag.records import ResultRecord, write_records
 from cosmos_reasoner_ros.bag.report.comparison import comparison_plots, comparison_section, verdict_section
-from cosmos_reasoner_ros.bag.report.frames import FrameIndex, annotated_frame, difference_frame, save_image
+from cosmos_reasoner_ros.bag.report.frames import (
+    FrameIndex,
+    annotated_frame,
+    difference_frame,
+    record_frame,
+    save_image,
+)
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles, bag_table, write_report
+from cosmos_reasoner_ros.bag.runs.capped import capped
 from cosmos_reasoner_ros.bag.runs.scoring import RunScoring, ScoredRun, score_lines
 from cosmos_reasoner_ros.bag.safe_paths import printable, safe_name
 from cosmos_reasoner_ros.bag.scores import GroundOf
@@ -32,17 +39,12 @@ class RunResult:
     scored: ScoredRun | None = None  # with labels: the scores (their thresholds are in the verdict)
 
 
-def _frame_source(frames: Mapping[str, FrameIndex], record: ResultRecord) -> FrameIndex | None:
-    return frames.get(record.bag) or (next(iter(frames.values())) if len(frames) == 1 else None)
-
-
 def _annotate(
     records: Sequence[ResultRecord], out: Path, frames: Mapping[str, FrameIndex], image_format: str
 ) -> list[ResultRecord]:
     done = []
     for n, record in enumerate(records, start=1):
-        source = _frame_source(frames, record)
-        frame = source.frame_for(record) if source is not None else None
+        frame = record_frame(frames, record)
         if frame is None:
             done.append(record)
             continue
@@ -91,21 +93,23 @@ def finish_run(
     bag_rows: Sequence[BagRow] = (),
     scoring: RunScoring | None = None,
     ground: GroundOf | None = None,
+    kinds: Mapping[str, str] | None = None,
 ) -> RunResult:
     """frames: each bag's frames by the records' bag label (one entry serves records without a label).
     scoring: labels to score the records against (scores.json; thresholds join the aggregate checks).
-    ground: where the rehearsed handoff's paths lie, to score them on the ground too (handoff_ground)."""
+    ground: where the rehearsed handoff's paths lie, to score them on the ground too (handoff_ground).
+    kinds: task -> answer kind of the run's catalog (preflight.answer_kinds), to compare each task's answers
+    with the baseline's by its own kind."""
     out.mkdir(parents=True, exist_ok=True)
     done = _annotate(records, out, frames, image_format)
-    verdict = judge(done, tolerances, baseline)
+    verdict = judge(done, tolerances, baseline, kinds)
     scored = scoring.apply(done, out, frames, image_format, ground=ground) if scoring is not None else None
     if scored is not None:
         verdict = replace(verdict, aggregate=(*verdict.aggregate, *scored.checks))
     differences: dict[int, str] = {}
     for i, r in enumerate(verdict.requests):
         if r.differs and r.current is not None and r.baseline is not None:
-            source = _frame_source(frames, r.current)
-            frame = source.frame_for(r.current) if source is not None else None
+            frame = record_frame(frames, r.current)
             if frame is not None:
                 differences[i] = (
                     f"images/diff_{i + 1:04d}_{safe_name(r.current.task or 'request')}.{image_format}"
@@ -182,14 +186,9 @@ def summary_lines(result: RunResult, name: str = "", limit: int = 10) -> list[st
         lines += score_lines(result.scored)
     failed = v.failed_checks
     lines.append("PASS" if v.passed else f"FAIL: {len(failed)} tolerance(s) exceeded")
-    for where_, check in failed[:limit]:
-        lines.append(f"  {where_}: {check.describe()}")
-    if len(failed) > limit:
-        lines.append(f"  ... and {len(failed) - limit} more (see {result.out / 'verdict.json'})")
-    notes = v.notes
-    for note in notes[:limit]:
-        lines.append(f"  lost: {note}")
-    if len(notes) > limit:
-        lines.append(f"  ... and {len(notes) - limit} more losses (see {result.out / 'verdict.json'})")
+    verdict_file = result.out / "verdict.json"
+    exceeded = [f"  {where_}: {check.describe()}" for where_, check in failed]
+    lines += capped(exceeded, limit, f"more (see {verdict_file})")
+    lines += capped([f"  lost: {note}" for note in v.notes], limit, f"more losses (see {verdict_file})")
     lines.append(f"report: {result.files.index}")
     return lines

@@ -16,8 +16,9 @@ from cosmos_reasoner_ros.bag.judge.compare import Check
 from cosmos_reasoner_ros.bag.labels import LabelSet, bind_labels
 from cosmos_reasoner_ros.bag.records import ResultRecord
 from cosmos_reasoner_ros.bag.report.depth_frames import DepthIndex
-from cosmos_reasoner_ros.bag.report.frames import FrameIndex, save_image
+from cosmos_reasoner_ros.bag.report.frames import FrameIndex, frame_source, record_frame, save_image
 from cosmos_reasoner_ros.bag.report.scores_section import label_card, label_frame, scores_section
+from cosmos_reasoner_ros.bag.runs.capped import capped
 from cosmos_reasoner_ros.bag.safe_paths import safe_name
 from cosmos_reasoner_ros.bag.scores import (
     GroundOf,
@@ -107,7 +108,7 @@ class RunScoring:
             record = records[g.position]
             key = (record.bag, _stamp(frames, record))
             if last is None or last[0] != key:
-                last = (key, _frame(frames, record))
+                last = (key, record_frame(frames, record))
             if last[1] is None:
                 continue
             image = f"images/label_{g.position + 1:04d}_{safe_name(record.task or 'request')}.{image_format}"
@@ -117,14 +118,8 @@ class RunScoring:
 
 
 def _stamp(frames: Mapping[str, FrameIndex], record: ResultRecord) -> int:
-    source = _source(frames, record)
-    return (
-        (record.clip_end_ns or source.start_ns + round(record.trigger_s * 1e9)) if source is not None else 0
-    )
-
-
-def _source(frames: Mapping[str, FrameIndex], record: ResultRecord) -> FrameIndex | None:
-    return frames.get(record.bag) or (next(iter(frames.values())) if len(frames) == 1 else None)
+    source = frame_source(frames, record)
+    return source.stamp_for(record) if source is not None else 0
 
 
 def _depth_projector(frames: Mapping[str, FrameIndex]) -> Projector:
@@ -134,21 +129,16 @@ def _depth_projector(frames: Mapping[str, FrameIndex]) -> Projector:
     def project(
         record: ResultRecord, pixels: Sequence[tuple[float, float]], size: tuple[int, int]
     ) -> Sequence[tuple[float, ...] | None]:
-        source = _source(frames, record)
+        source = frame_source(frames, record)
         if source is None:
             return [None] * len(pixels)
         if record.bag not in found:
             found[record.bag] = DepthIndex.of(source.reader, source.topic)
         depth = found[record.bag]
-        stamp = record.clip_end_ns or source.start_ns + round(record.trigger_s * 1e9)
+        stamp = source.stamp_for(record)
         return depth.project(stamp, pixels, size) if depth is not None else [None] * len(pixels)
 
     return project
-
-
-def _frame(frames: Mapping[str, FrameIndex], record: ResultRecord) -> np.ndarray | None:
-    source = _source(frames, record)
-    return source.frame_for(record) if source is not None else None
 
 
 def score_lines(scored: ScoredRun, limit: int = 8) -> list[str]:
@@ -167,9 +157,6 @@ def score_lines(scored: ScoredRun, limit: int = 8) -> list[str]:
         lines.append(f"  {handoff.line()}")
     matching = scored.scores.matching
     problems = matching.problems() if matching is not None else []
-    for problem in problems[:limit]:
-        lines.append(f"  not scored: {problem}")
-    if len(problems) > limit:
-        lines.append(f"  ... and {len(problems) - limit} more not scored (see {scored.path})")
+    lines += capped([f"  not scored: {p}" for p in problems], limit, f"more not scored (see {scored.path})")
     lines.append(f"scores: {scored.path}")
     return lines

@@ -15,6 +15,7 @@ from cosmos_reasoner_ros.bag.records import ResultRecord, load_records, results_
 from cosmos_reasoner_ros.bag.replay.evaluate import evaluate_bags, read_recorded
 from cosmos_reasoner_ros.bag.replay.node_process import NodeStarter, handoff_settings
 from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, bag_label
+from cosmos_reasoner_ros.bag.replay.preflight import answer_kinds
 from cosmos_reasoner_ros.bag.report.comparison import SweepColumn, sweep_page
 from cosmos_reasoner_ros.bag.report.frames import FrameIndex
 from cosmos_reasoner_ros.bag.report.html import BagRow, ReportFiles
@@ -104,6 +105,7 @@ def run_bags(
     if scoring is not None:
         scoring.check_bags(labels)
     tasks = {(g.spec.task, g.spec.instruction, g.spec.step) for g in options.goal_list()}
+    kinds = answer_kinds(options)
     if base_records is not None:
         base_records = check_baseline(base_records, labels, tasks)
     started = time.monotonic()
@@ -131,6 +133,7 @@ def run_bags(
             rows if len(bags) > 1 else (),
             scoring,
             handoff_ground(handoff_settings(options), cameras),
+            kinds,
         )
     return SuiteRun(name or out.name, result, seconds, base_name)
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cosmos_reasoner_ros.parameters.server_url import DEFAULT_SERVER_URL
 
-__all__ = ["add_checks", "add_run", "add_topics"]
+if TYPE_CHECKING:
+    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
+
+__all__ = ["add_checks", "add_run", "add_topics", "run_options"]
 
 
 def add_topics(p: argparse.ArgumentParser) -> None:
@@ -65,4 +69,19 @@ def add_run(p: argparse.ArgumentParser) -> None:
         "--media-dir",
         type=Path,
         help="where the node writes clips (the server must read it); default OUTPUT/media",
+    )
+
+
+def run_options(args: argparse.Namespace, **fields: Any) -> EvalOptions:
+    """A replay's options from those add_run gave, with the verb's own `fields`."""
+    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
+
+    return EvalOptions(
+        server_url=args.server_url,
+        timeout_s=args.timeout,
+        image_format=args.image_format,
+        progress=not args.no_progress,
+        record=args.record,
+        media_dir=args.media_dir,
+        **fields,
     )

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
-from cosmos_reasoner_ros.bag.safe_paths import writable_folder
-from cosmos_reasoner_ros.bag.verbs.arguments import add_checks, add_run, add_topics
-from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, junit_on_error
+from cosmos_reasoner_ros.bag.verbs.arguments import add_checks, add_run, add_topics, run_options
+from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, judged_main
 from cosmos_reasoner_ros.bag.verbs.scoring_args import add_scoring_arguments, scoring_from_args
 
 if TYPE_CHECKING:
@@ -89,22 +88,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+@judged_main
 def main(args: argparse.Namespace) -> int:
-    with junit_on_error(args.junit, args.output.name):
-        return _main(args)
-
-
-def _main(args: argparse.Namespace) -> int:
     from cosmos_reasoner_ros.bag.judge.tolerances import load_tolerances
 
     tolerances = load_tolerances(args.tolerances)
     scoring = scoring_from_args(args)  # labels files read now: a bad one is exit 2 before anything runs
-    check_outputs(args.output, args.junit)
-    if args.media_dir is not None:  # where the node writes clips: a folder, writable, before any node starts
-        writable_folder(args.media_dir, "media folder")
+    check_outputs(args.output, args.junit, args.media_dir)
     if args.results is not None:
         return _from_results(args, tolerances, scoring)
-    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions, TaskSpec, bag_paths
+    from cosmos_reasoner_ros.bag.replay.plan import TaskSpec, bag_paths
     from cosmos_reasoner_ros.bag.replay.preflight import check_tasks
     from cosmos_reasoner_ros.bag.runs.suite import run_bags
 
@@ -113,8 +106,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.in_flight < 0:
         raise BagError("--in-flight must be >= 0")
     at = tuple(float(t) for t in args.at.split(",") if t.strip()) if args.at else ()
-    options = EvalOptions(
-        server_url=args.server_url,
+    options = run_options(
+        args,
         tasks=tuple(TaskSpec.parse(t) for t in args.task) or (TaskSpec("next_action"),),
         period_s=args.period,
         at_s=at,
@@ -128,12 +121,7 @@ def _main(args: argparse.Namespace) -> int:
         rate=args.rate,
         lock_step=args.lock_step,
         in_flight=args.in_flight,
-        timeout_s=args.timeout,
-        image_format=args.image_format,
-        progress=not args.no_progress,
-        record=args.record,
         depth=not args.no_depth,
-        media_dir=args.media_dir,
     )
     check_tasks(options)  # a misspelled task: exit 2 now, not a replay whose every request fails
     bags = bag_paths(args.bags)
@@ -151,6 +139,7 @@ def _from_results(args: argparse.Namespace, tolerances: Tolerances, scoring: Run
     from cosmos_reasoner_ros.bag.replay.evaluate import read_recorded
     from cosmos_reasoner_ros.bag.replay.node_process import handoff_settings
     from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
+    from cosmos_reasoner_ros.bag.replay.preflight import answer_kinds
     from cosmos_reasoner_ros.bag.report.frames import FrameIndex
     from cosmos_reasoner_ros.bag.runs.finish import finish_run
     from cosmos_reasoner_ros.bag.runs.handoff_ground import BagCameras, handoff_ground
@@ -168,7 +157,8 @@ def _from_results(args: argparse.Namespace, tolerances: Tolerances, scoring: Run
         FrameIndex(args.bags[0], args.camera_topics[0] if args.camera_topics else "") if args.bags else None
     )
     # The robot's handoff ground plane, where --params-file / -p give it; its camera's CameraInfo in the bag.
-    settings = handoff_settings(EvalOptions(params_file=args.params_file, params=tuple(args.param)))
+    options = EvalOptions(params_file=args.params_file, params=tuple(args.param))
+    settings = handoff_settings(options)
     cameras = {"": BagCameras.of(frames.reader, frames.topic)} if frames is not None else {}
     try:
         result = finish_run(
@@ -182,6 +172,7 @@ def _from_results(args: argparse.Namespace, tolerances: Tolerances, scoring: Run
             args.title,
             scoring=scoring,
             ground=handoff_ground(settings, cameras),
+            kinds=answer_kinds(options),
         )
     finally:
         if frames is not None:

@@ -4,7 +4,9 @@ is within its tolerances, 1 when one exceeded a tolerance."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import argparse
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +17,7 @@ from cosmos_reasoner_ros.errors import ReasonerError
 if TYPE_CHECKING:
     from cosmos_reasoner_ros.bag.runs.suite import SuiteRun
 
-__all__ = ["EXIT_CODES", "check_outputs", "epilog", "finish", "junit_on_error"]
+__all__ = ["EXIT_CODES", "check_outputs", "epilog", "finish", "judged_main", "junit_on_error"]
 
 EXIT_CODES = (
     "Exit 0: every run within its tolerances. 1: a tolerance exceeded (the summary, verdict.json, the report "
@@ -40,13 +42,16 @@ def epilog(times: str) -> str:
     )
 
 
-def check_outputs(output: Path, junit: Path | None) -> None:
-    """Before anything runs: the report folder and the JUnit file can be written."""
+def check_outputs(output: Path, junit: Path | None, media_dir: Path | None = None) -> None:
+    """Before anything runs: the report folder, the JUnit file and the folder where the node writes clips
+    (--media-dir) can be written."""
     from cosmos_reasoner_ros.bag.safe_paths import writable_file, writable_folder
 
     writable_folder(output, "report folder")
     if junit is not None:
         writable_file(junit, "JUnit file")
+    if media_dir is not None:
+        writable_folder(media_dir, "media folder")
 
 
 def finish(runs: Sequence[SuiteRun], junit: Path | None, failed: RunFailed | None = None) -> int:
@@ -79,6 +84,17 @@ def finish(runs: Sequence[SuiteRun], junit: Path | None, failed: RunFailed | Non
     if written is not None:
         print(f"junit: {written}")
     return 0 if all(run.result.verdict.passed for run in runs) else 1
+
+
+def judged_main(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A judged verb's `main`: `run`, whose bad input leaves the JUnit file (junit_on_error)."""
+
+    @functools.wraps(run)
+    def main(args: argparse.Namespace) -> int:
+        with junit_on_error(args.junit, args.output.name):
+            return run(args)
+
+    return main
 
 
 @contextmanager

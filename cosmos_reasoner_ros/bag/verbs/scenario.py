@@ -8,9 +8,9 @@ import argparse
 from pathlib import Path
 
 from cosmos_reasoner_ros.bag.errors import BagError, RunFailed
-from cosmos_reasoner_ros.bag.safe_paths import printable, writable_folder
-from cosmos_reasoner_ros.bag.verbs.arguments import add_run
-from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, junit_on_error
+from cosmos_reasoner_ros.bag.safe_paths import printable
+from cosmos_reasoner_ros.bag.verbs.arguments import add_run, run_options
+from cosmos_reasoner_ros.bag.verbs.judged import check_outputs, epilog, finish, judged_main
 from cosmos_reasoner_ros.bag.verbs.scoring_args import add_scoring_arguments, scoring_from_args
 
 __all__ = ["HELP", "add_arguments", "main"]
@@ -48,13 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+@judged_main
 def main(args: argparse.Namespace) -> int:
-    with junit_on_error(args.junit, args.output.name):
-        return _main(args)
-
-
-def _main(args: argparse.Namespace) -> int:
-    from cosmos_reasoner_ros.bag.replay.plan import EvalOptions
     from cosmos_reasoner_ros.bag.replay.preflight import check_tasks
     from cosmos_reasoner_ros.bag.replay.reachability import check_servers, server_target
     from cosmos_reasoner_ros.bag.runs.scenario import load_scenario, scenario_files
@@ -66,18 +61,8 @@ def _main(args: argparse.Namespace) -> int:
     names = [s.folder for s in scenarios]
     if len(set(names)) != len(names):
         raise BagError(f"scenario names must be distinct (they name the output folders): {names}")
-    check_outputs(args.output, args.junit)
-    if args.media_dir is not None:  # where the node writes clips: a folder, writable, before any node starts
-        writable_folder(args.media_dir, "media folder")
-    base = EvalOptions(
-        server_url=args.server_url,
-        params_file=args.params_file,
-        timeout_s=args.timeout,
-        image_format=args.image_format,
-        progress=not args.no_progress,
-        record=args.record,
-        media_dir=args.media_dir,
-    )
+    check_outputs(args.output, args.junit, args.media_dir)
+    base = run_options(args, params_file=args.params_file)
     targets = []
     for scenario in scenarios:  # every variant's tasks against its catalog (a sweep may change tasks_file)
         for variant in scenario.variants():

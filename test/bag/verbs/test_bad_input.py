@@ -172,3 +172,22 @@ def test_a_bad_labels_file_is_exit_2_with_a_junit_error(
     assert _run([*argv, "-o", str(root / "out"), "--junit", str(junit)]) == 2
     message = _error_case(junit)
     assert "one.labels.yaml" in message and cause.lower() in message.lower()
+
+
+@pytest.mark.parametrize("verb", ["evaluate", "scenario"])
+def test_a_media_dir_that_cannot_be_written_is_exit_2_with_a_junit_error(tmp_path: Path, verb: str) -> None:
+    """--media-dir (where the node writes clips) is checked with the other outputs, before any replay; for
+    evaluate, a writable one goes on to the replay (the control)."""
+    root = _folder(tmp_path)
+    source = root / "bags" / "one"
+    if verb == "scenario":
+        source = _scenario(root, "goals: [{task: next_action, at: 1}]")
+    taken = root / "a_file"
+    taken.write_text("")
+    junit = root / "junit.xml"
+    argv = [verb, str(source), "-o", str(root / "out"), "--junit", str(junit), "--no-progress"]
+    assert _run([*argv, "--media-dir", str(taken)]) == 2
+    assert f"cannot write the media folder {taken}" in _error_case(junit)
+    if verb == "evaluate":
+        with pytest.raises(Replayed):
+            _run([*argv, "--media-dir", str(root / "media")])
