@@ -118,7 +118,8 @@ class AnswerKind(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        missing = [fact for fact in _DECLARED if not hasattr(cls, fact)]
+        # The facts named here without a default (the first block above) are every kind's to declare.
+        missing = [fact for fact in AnswerKind.__annotations__ if not hasattr(cls, fact)]
         if not (cls.__doc__ or "").strip():
             missing.append("description (its docstring)")
         if missing:
@@ -180,9 +181,6 @@ class AnswerKind(ABC):
 
     def __repr__(self) -> str:
         return f"AnswerKind({self.name!r})"
-
-
-_DECLARED = ("name", "slot", "label_form", "rank", "metrics")
 
 
 def greedy_pairs(n: int, m: int, score: Callable[[int, int], float]) -> list[tuple[float, int, int]]:
