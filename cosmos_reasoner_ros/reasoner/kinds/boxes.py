@@ -30,6 +30,7 @@ from cosmos_reasoner_ros.reasoner.kinds.base import (
 __all__ = [
     "BOX_KEYS",
     "IOU_METRICS",
+    "ITEM_KEYS",
     "KIND",
     "BoxesKind",
     "CameraBox",
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 BOX_KEYS = ("bbox_2d", "bbox", "box", "box_2d", "bounding_box", "bbox2d")
-_ITEM_KEYS = (*BOX_KEYS, "x1", "xmin")
+ITEM_KEYS = (*BOX_KEYS, "x1", "xmin")  # any of them makes a JSON object a box (corners: x1.. or xmin..)
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ class BoxesKind(AnswerKind):
 
     def parse(self, text: AnswerText) -> tuple[Box2D, ...]:
         raw = text.raw
-        keyed, bare = ji.items(text.values, _ITEM_KEYS)
+        keyed, bare = ji.items(text.values, ITEM_KEYS)
         found: list[tuple[str, list[Any]]] = []
         if keyed:
             for item in keyed:

@@ -52,7 +52,7 @@ class RegionsKind(AnswerKind):
 
     def parse(self, text: AnswerText) -> tuple[Box2D, ...]:
         raw = text.raw
-        keyed, _ = ji.items(text.values, (*boxes.BOX_KEYS, "x1", "xmin"))
+        keyed, _ = ji.items(text.values, boxes.ITEM_KEYS)
         found: list[tuple[str, list[Any]]] = []
         for n, item in enumerate(keyed, start=1):
             quads = boxes.quads(ji.first(item, boxes.BOX_KEYS), item, raw)
