@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cosmos_reasoner_ros.errors import IncompleteAnswer, SchemaViolation
-from cosmos_reasoner_ros.reasoner.json_scan import decode_value
+from cosmos_reasoner_ros.reasoner.json_scan import decode_value, next_open
 from cosmos_reasoner_ros.schemas.schema_validation import schema_errors, unsupported_keywords
 
 __all__ = ["json_region", "open_tags", "whole_values"]
@@ -80,7 +80,7 @@ def _lenient(region: str, raw: str) -> list[Any]:
     values: list[Any] = []
     i, relaxed_left = 0, _MAX_RELAXED
     while True:
-        j = _next_open(region, i)
+        j = next_open(region, i)
         if j < 0:
             return values
         end = _close_of(region, j)
@@ -121,13 +121,6 @@ def _one_value(region: str, raw: str) -> Any:
             raw=raw,
         )
     return value
-
-
-def _next_open(text: str, start: int) -> int:
-    a, b = text.find("[", start), text.find("{", start)
-    if a < 0 or b < 0:
-        return max(a, b)
-    return min(a, b)
 
 
 def _close_of(text: str, start: int) -> int:

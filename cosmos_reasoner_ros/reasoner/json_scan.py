@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["decode_value", "json_values"]
+__all__ = ["decode_value", "json_values", "next_open"]
 
 _MAX_JSON_ATTEMPTS = 400  # decode attempts per answer: bounds the work on pathological text
 _MAX_RELAXED_ATTEMPTS = 16  # of which relaxed ones (a Python-level bracket scan each)
@@ -40,7 +40,7 @@ def _scan(text: str) -> list[Any]:
     decoder = json.JSONDecoder()
     i, attempts = 0, 0
     while attempts < _MAX_JSON_ATTEMPTS:
-        j = _next_open(text, i)
+        j = next_open(text, i)
         if j < 0:
             break
         attempts += 1
@@ -53,7 +53,8 @@ def _scan(text: str) -> list[Any]:
     return values
 
 
-def _next_open(text: str, start: int) -> int:
+def next_open(text: str, start: int) -> int:
+    """Index of the first "[" or "{" at or after `start`; -1 when there is none."""
     a, b = text.find("[", start), text.find("{", start)
     if a < 0 or b < 0:
         return max(a, b)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import json
 import math
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from cosmos_reasoner_ros.reasoner import (
 W, H = 640, 480
 CONTEXT = GradeContext(LabelTolerances())
 CALLABLE_PARTS = ("parse", "draft", "grade", "compare", "to_json", "dump", "load", "held")
+# Every part of a kind: the facts and methods its base class names.
+PARTS = sorted(p for p in {*AnswerKind.__annotations__, *vars(AnswerKind)} if not p.startswith("_"))
 
 # ---- generated valid answers, one strategy per kind, in the model's own forms ---
 
@@ -99,9 +102,10 @@ def test_the_table_is_the_one_list_of_kinds() -> None:
 @pytest.mark.parametrize("name", ANSWER_KINDS)
 def test_every_kind_has_every_part(name: str) -> None:
     kind = KINDS[name]
-    assert isinstance(kind, AnswerKind)
-    for part in dataclasses.fields(AnswerKind):
-        assert getattr(kind, part.name) is not None or part.name == "show", part.name
+    assert isinstance(kind, AnswerKind) and not inspect.isabstract(type(kind))
+    assert set(CALLABLE_PARTS) <= set(PARTS)
+    for part in PARTS:
+        assert getattr(kind, part) is not None or part == "show", part
     for part in CALLABLE_PARTS:
         assert callable(getattr(kind, part)), part
     assert kind.show is None or callable(kind.show)
@@ -111,6 +115,40 @@ def test_every_kind_has_every_part(name: str) -> None:
     # its values live in a slot of the parsed answer and of a run's record
     assert kind.slot in {f.name for f in dataclasses.fields(ParsedAnswer)}
     assert kind.slot in {f.name for f in dataclasses.fields(ResultRecord)}
+
+
+_FACTS = ("name", "slot", "label_form", "rank", "metrics")
+_METHODS = ("parse", "draft", "grade", "compare", "to_json", "dump", "load")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(ANSWER_KINDS),
+    facts=st.sets(st.sampled_from(_FACTS)),
+    methods=st.sets(st.sampled_from(_METHODS)),
+    docstring=st.booleans(),
+)
+def test_a_kind_that_lacks_a_part_fails_loudly(
+    name: str, facts: set[str], methods: set[str], docstring: bool
+) -> None:
+    """A kind's class written again without some of its own facts, methods or docstring: a missing fact or
+    docstring fails when the class is defined, a missing method when the kind is made, each named."""
+    kind = type(KINDS[name])
+    own = {k: v for k, v in vars(kind).items() if not k.startswith("_") and k not in facts | methods}
+    own["__doc__"] = kind.__doc__ if docstring else None
+    missing_facts = facts | (set() if docstring else {"description"})
+    try:
+        cls = type("Forgetful", (AnswerKind,), own)
+    except TypeError as err:
+        assert missing_facts and all(f in str(err) for f in missing_facts), err
+        return
+    assert not missing_facts
+    if not methods:
+        assert cls().name == KINDS[name].name
+        return
+    with pytest.raises(TypeError) as err:
+        cls()
+    assert all(m in str(err.value) for m in methods)
 
 
 @pytest.mark.parametrize("name", ANSWER_KINDS)

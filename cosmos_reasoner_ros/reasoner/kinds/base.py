@@ -1,12 +1,14 @@
-"""What an answer kind is: the parts every kind has (AnswerKind), the values they pass (AnswerText for the
-parser, GradeContext for grading, MetricSpec and CompareCheck for the scores and the judge), and the greedy
-pairing that several kinds grade by. Plain Python: the bag tools and the node reach a kind through these."""
+"""What an answer kind is: the parts every kind has (AnswerKind, the base class of each kind), the values
+they pass (AnswerText for the parser, GradeContext for grading, MetricSpec and CompareCheck for the scores and
+the judge), and the greedy pairing that several kinds grade by. Plain Python: the bag tools and the node reach
+a kind through these."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 __all__ = [
     "AnswerKind",
@@ -19,6 +21,7 @@ __all__ = [
     "greedy_scores",
 ]
 
+NAN = float("nan")
 # Per-request values (a grade's, a comparison's), by name; NaN: not defined for this request.
 Values = dict[str, float]
 # Pixels in an image of (width, height) -> 3D points [m] per pixel (None where depth gave none).
@@ -83,44 +86,94 @@ class CompareCheck:
     unit: str = ""
 
 
-def _identity(values: Any, *_: Any) -> Any:
-    return values
+class AnswerKind(ABC):
+    """One answer kind and every part of it; kinds/__init__.KINDS holds one instance of each.
 
-
-@dataclass(frozen=True, eq=False)
-class AnswerKind:
-    """One answer kind and every part of it; kinds/__init__.KINDS holds them by name.
+    A kind is a class in its own module (`class BoxesKind(AnswerKind)`, and `KIND = BoxesKind()`): its
+    docstring is its one-line description for people, its facts are class attributes beside the methods they
+    concern, and its parts are methods. A kind that lacks a fact fails when its class is defined, one that
+    lacks a method when it is made (TypeError, at import), so a forgotten part fails loudly.
 
     `slot` names the field of the parsed answer (parsing.ParsedAnswer) and of a run's record (ResultRecord)
     that holds the kind's values: parser values there (Trajectory, Box2D, Segment, str), and in a record the
     same in the camera image they refer to (`held`). Kinds may share a slot (region captions are boxes with
     captions): the node publishes and records them as the slot's values."""
 
-    name: str  # as tasks.yaml's answer_kind says
-    slot: str
-    description: str  # one line for people
-    parse: Callable[[AnswerText], Any]  # the slot's values; ParseError when the answer holds none
-    label_form: str  # how a label's answer of this kind is written (labels files, error messages)
-    draft: Callable[[Any], str]  # a label's answer text from a record's values, in the model's own form
-    grade: Callable[[Any, Any, GradeContext], tuple[Values, list[str]]]  # record values vs a label's
-    rank: tuple[str, int]  # the grade value that picks the best acceptable answer, and its better sign
-    perfect: Mapping[str, float]  # grade values of an answer equal to its label (the tests' oracle)
-    unanswered: Mapping[str, float]  # grade values of a request without an answer of this kind
-    metrics: tuple[MetricSpec, ...]  # the task metrics a kind's grades are scored by
-    compare: Callable[[Any, Any], tuple[Values, list[str]]]  # baseline record values vs current ones
-    to_json: Callable[[Any], Any]  # parser values as cosmos-reasoner-parse prints them
-    dump: Callable[[Any], Any]  # record values as results.jsonl holds them
-    load: Callable[[Any], Any]  # ... and back
-    # Record values from parser values, in the image of one camera: (values, camera, width, height).
-    held: Callable[[Any, str, int, int], Any] = _identity
+    # ---- facts every kind declares ---
+    name: ClassVar[str]  # as tasks.yaml's answer_kind says
+    slot: ClassVar[str]
+    label_form: ClassVar[str]  # how a label's answer of this kind is written (labels files, error messages)
+    rank: ClassVar[tuple[str, int]]  # the grade value that picks the best acceptable answer, and its sign
+    metrics: ClassVar[tuple[MetricSpec, ...]]  # the task metrics a kind's grades are scored by
+
+    # ---- facts a kind declares where it differs ---
+    extra_metrics: ClassVar[tuple[MetricSpec, ...]] = ()  # scored where present (points: metres, with depth)
+    compare_checks: ClassVar[tuple[CompareCheck, ...]] = ()
+    structured: ClassVar[bool] = True  # a JSON answer read whole (completeness), <think>/<answer> closed
+    timed: ClassVar[bool] = False  # answers in times of the clip: frames go to the model with their times
+    path: ClassVar[bool] = False  # answers are a path in the image: the Nav2 handoff follows it, graded so
+    free_text: ClassVar[bool] = False  # answers in words: a judge model may compare meanings
     # A label's values as the report shows them, where they say more than its answer text (a choice's letter).
     show: Callable[[Any], str] | None = None
-    structured: bool = True  # a JSON answer read whole (completeness), its <think>/<answer> blocks closed
-    extra_metrics: tuple[MetricSpec, ...] = ()  # scored where present (points: metres, with depth)
-    compare_checks: tuple[CompareCheck, ...] = ()
-    timed: bool = False  # answers in times of the clip: frames go to the model with their times
-    path: bool = False  # answers are a path in the image: the Nav2 handoff follows it, and it is graded
-    free_text: bool = False  # answers in words: a judge model may compare meanings
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The facts named here without a default (the first block above) are every kind's to declare.
+        missing = [fact for fact in AnswerKind.__annotations__ if not hasattr(cls, fact)]
+        if not (cls.__doc__ or "").strip():
+            missing.append("description (its docstring)")
+        if missing:
+            raise TypeError(f"answer kind {cls.__name__} lacks {', '.join(missing)}")
+
+    @property
+    def description(self) -> str:
+        """One line for people: the first line of the kind's docstring."""
+        return (type(self).__doc__ or "").strip().splitlines()[0]
+
+    @property
+    def perfect(self) -> dict[str, float]:
+        """Grade values of an answer equal to its label (the tests' oracle): each metric's best, 1 for a value
+        that is higher when better (a share or a ratio up to 1), 0 for a lower-better one (a distance)."""
+        return {m.column: 1.0 if m.sign() > 0 else 0.0 for m in self.metrics}
+
+    @property
+    def unanswered(self) -> dict[str, float]:
+        """Grade values of a request without an answer of this kind: nothing matched (0) for a higher-better
+        value, no distance (NaN) for a lower-better one."""
+        return {m.column: 0.0 if m.sign() > 0 else NAN for m in self.metrics}
+
+    # ---- parts every kind has ---
+    @abstractmethod
+    def parse(self, text: AnswerText) -> Any:
+        """The slot's values; ParseError when the answer holds none."""
+
+    @abstractmethod
+    def draft(self, values: Any) -> str:
+        """A label's answer text from a record's values, in the model's own form."""
+
+    @abstractmethod
+    def grade(self, ours: Any, theirs: Any, context: GradeContext) -> tuple[Values, list[str]]:
+        """Record values against a label's: values by grade column, notes."""
+
+    @abstractmethod
+    def compare(self, baseline: Any, current: Any) -> tuple[Values, list[str]]:
+        """Baseline record values against current ones: values by comparison metric, notes."""
+
+    @abstractmethod
+    def to_json(self, values: Any) -> Any:
+        """Parser values as cosmos-reasoner-parse prints them."""
+
+    @abstractmethod
+    def dump(self, values: Any) -> Any:
+        """Record values as results.jsonl holds them."""
+
+    @abstractmethod
+    def load(self, data: Any) -> Any:
+        """... and back."""
+
+    def held(self, values: Any, camera: str, width: int, height: int) -> Any:
+        """Record values from parser values, in the image of one camera (default: as they are)."""
+        return values
 
     def holds(self, values: Any) -> bool:
         """The values hold an answer of this kind (what scoring grades, `labels draft` drafts)."""

@@ -27,10 +27,21 @@ from cosmos_reasoner_ros.reasoner.kinds.base import (
     greedy_scores,
 )
 
-__all__ = ["BOX_KEYS", "IOU_METRICS", "KIND", "CameraBox", "box_iou", "box_of", "norm_box", "quads"]
+__all__ = [
+    "BOX_KEYS",
+    "IOU_METRICS",
+    "ITEM_KEYS",
+    "KIND",
+    "BoxesKind",
+    "CameraBox",
+    "box_iou",
+    "box_of",
+    "norm_box",
+    "quads",
+]
 
 BOX_KEYS = ("bbox_2d", "bbox", "box", "box_2d", "bounding_box", "bbox2d")
-_ITEM_KEYS = (*BOX_KEYS, "x1", "xmin")
+ITEM_KEYS = (*BOX_KEYS, "x1", "xmin")  # any of them makes a JSON object a box (corners: x1.. or xmin..)
 
 
 @dataclass(frozen=True)
@@ -96,20 +107,6 @@ def box_of(label: str, quad: list[Any], size: tuple[int, int] | None, raw: str) 
     return Box2D(label, x1, y1, x2, y2, clamped=clamped)
 
 
-def _parse(text: AnswerText) -> tuple[Box2D, ...]:
-    raw = text.raw
-    keyed, bare = ji.items(text.values, _ITEM_KEYS)
-    found: list[tuple[str, list[Any]]] = []
-    if keyed:
-        for item in keyed:
-            found.extend((ji.label(item), q) for q in quads(ji.first(item, BOX_KEYS), item, raw))
-    else:
-        found.extend(("", v) for v in bare if len(v) == 4)
-    if not found:
-        raise ParseError("no boxes [x1, y1, x2, y2] in the answer", raw=raw)
-    return tuple(box_of(label, quad, text.size, raw) for label, quad in found)
-
-
 # ---- grading against a label, comparing with a baseline ---
 
 
@@ -127,79 +124,11 @@ def norm_box(b: Box2D) -> tuple[float, float, float, float]:
     return (b.x1_norm, b.y1_norm, b.x2_norm, b.y2_norm)
 
 
-def _grade(
-    ours: Sequence[CameraBox], theirs: Sequence[Box2D], context: GradeContext
-) -> tuple[Values, list[str]]:
-    a, b = [norm_box(x.box) for x in ours], [norm_box(x) for x in theirs]
-    scores = greedy_scores(len(a), len(b), lambda i, j: box_iou(a[i], b[j]))
-    iou = float(np.mean(scores)) if scores else 0.0
-    return {"iou": iou, "iou50": float(iou >= context.limits.iou_min - 1e-12)}, []
-
-
-def _compare(baseline: Sequence[CameraBox], current: Sequence[CameraBox]) -> tuple[Values, list[str]]:
-    ious = greedy_scores(
-        len(baseline), len(current), lambda i, j: box_iou(baseline[i].pixels(), current[j].pixels())
-    )
-    return {"box_iou_min": min(ious), "box_iou_mean": float(np.mean(ious))}, []
-
-
-# ---- forms: the CLI's, a drafted label's, results.jsonl's ---
-
-
-def _to_json(values: Sequence[Box2D]) -> list[dict[str, Any]]:
-    return [
-        {
-            "label": b.label,
-            "x1": b.x1,
-            "y1": b.y1,
-            "x2": b.x2,
-            "y2": b.y2,
-            "x1_norm": b.x1_norm,
-            "y1_norm": b.y1_norm,
-            "x2_norm": b.x2_norm,
-            "y2_norm": b.y2_norm,
-        }
-        for b in values
-    ]
-
-
-def _draft(values: Sequence[CameraBox]) -> str:
-    return json.dumps(
-        [{"bbox_2d": [ji.compact(v) for v in norm_box(b.box)], "label": b.label} for b in values]
-    )
-
-
-def held(values: Sequence[Box2D], camera: str, width: int, height: int) -> tuple[CameraBox, ...]:
-    return tuple(CameraBox(b, camera, width, height) for b in values)
-
-
-def dump(values: Sequence[CameraBox]) -> list[dict[str, Any]]:
-    return [
-        {
-            "label": b.label,
-            "camera": b.camera,
-            "width": b.width,
-            "height": b.height,
-            "norm": list(norm_box(b.box)),
-            "px": list(b.pixels()),
-        }
-        for b in values
-    ]
-
-
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
 def _load_one(data: Mapping[str, Any]) -> CameraBox:
     x1, y1, x2, y2 = (float(v) for v in data["norm"])
-    px = [_opt(v) for v in data.get("px") or [None] * 4]
+    px = [ji.optional_float(v) for v in data.get("px") or [None] * 4]
     box = Box2D(str(data.get("label", "")), x1, y1, x2, y2, px[0], px[1], px[2], px[3])
-    return CameraBox(box, str(data.get("camera", "")), int(data.get("width", 0)), int(data.get("height", 0)))
-
-
-def load(data: Sequence[Mapping[str, Any]]) -> tuple[CameraBox, ...]:
-    return tuple(_load_one(b) for b in data)
+    return CameraBox(box, *ji.camera_image(data))
 
 
 IOU_METRICS = (
@@ -211,22 +140,85 @@ IOU_METRICS = (
     ),
 )
 
-KIND = AnswerKind(
-    name="boxes",
-    slot="boxes",
-    description="labelled boxes in the image (0-1000 per axis)",
-    parse=_parse,
-    label_form='[{"bbox_2d": [x1, y1, x2, y2], "label": "cup"}] (0-1000 per axis)',
-    draft=_draft,
-    grade=_grade,
-    rank=("iou", 1),
-    perfect={"iou": 1.0, "iou50": 1.0},
-    unanswered={"iou": 0.0, "iou50": 0.0},
-    metrics=IOU_METRICS,
-    compare=_compare,
-    compare_checks=(CompareCheck("box_iou", "box_iou_min", "box_iou_min", ">="),),
-    to_json=_to_json,
-    dump=dump,
-    load=load,
-    held=held,
-)
+
+class BoxesKind(AnswerKind):
+    """labelled boxes in the image (0-1000 per axis)"""
+
+    name = "boxes"
+    slot = "boxes"
+
+    def parse(self, text: AnswerText) -> tuple[Box2D, ...]:
+        raw = text.raw
+        keyed, bare = ji.items(text.values, ITEM_KEYS)
+        found: list[tuple[str, list[Any]]] = []
+        if keyed:
+            for item in keyed:
+                found.extend((ji.label(item), q) for q in quads(ji.first(item, BOX_KEYS), item, raw))
+        else:
+            found.extend(("", v) for v in bare if len(v) == 4)
+        if not found:
+            raise ParseError("no boxes [x1, y1, x2, y2] in the answer", raw=raw)
+        return tuple(box_of(label, quad, text.size, raw) for label, quad in found)
+
+    # ---- grading against a label, comparing with a baseline ---
+
+    rank = ("iou", 1)
+    metrics = IOU_METRICS
+
+    def grade(
+        self, ours: Sequence[CameraBox], theirs: Sequence[Box2D], context: GradeContext
+    ) -> tuple[Values, list[str]]:
+        a, b = [norm_box(x.box) for x in ours], [norm_box(x) for x in theirs]
+        scores = greedy_scores(len(a), len(b), lambda i, j: box_iou(a[i], b[j]))
+        iou = float(np.mean(scores)) if scores else 0.0
+        return {"iou": iou, "iou50": float(iou >= context.limits.iou_min - 1e-12)}, []
+
+    compare_checks = (CompareCheck("box_iou", "box_iou_min", "box_iou_min", ">="),)
+
+    def compare(
+        self, baseline: Sequence[CameraBox], current: Sequence[CameraBox]
+    ) -> tuple[Values, list[str]]:
+        ious = greedy_scores(
+            len(baseline), len(current), lambda i, j: box_iou(baseline[i].pixels(), current[j].pixels())
+        )
+        return {"box_iou_min": min(ious), "box_iou_mean": float(np.mean(ious))}, []
+
+    # ---- forms: the CLI's, a drafted label's, results.jsonl's ---
+
+    def to_json(self, values: Sequence[Box2D]) -> list[dict[str, Any]]:
+        return [
+            {
+                "label": b.label,
+                "x1": b.x1,
+                "y1": b.y1,
+                "x2": b.x2,
+                "y2": b.y2,
+                "x1_norm": b.x1_norm,
+                "y1_norm": b.y1_norm,
+                "x2_norm": b.x2_norm,
+                "y2_norm": b.y2_norm,
+            }
+            for b in values
+        ]
+
+    label_form = '[{"bbox_2d": [x1, y1, x2, y2], "label": "cup"}] (0-1000 per axis)'
+
+    def draft(self, values: Sequence[CameraBox]) -> str:
+        return json.dumps(
+            [{"bbox_2d": [ji.compact(v) for v in norm_box(b.box)], "label": b.label} for b in values]
+        )
+
+    def held(self, values: Sequence[Box2D], camera: str, width: int, height: int) -> tuple[CameraBox, ...]:
+        return tuple(CameraBox(b, camera, width, height) for b in values)
+
+    def dump(self, values: Sequence[CameraBox]) -> list[dict[str, Any]]:
+        return [
+            {"label": b.label, **ji.camera_fields(b), "norm": list(norm_box(b.box)), "px": list(b.pixels())}
+            for b in values
+        ]
+
+    def load(self, data: Sequence[Mapping[str, Any]]) -> tuple[CameraBox, ...]:
+        return tuple(_load_one(b) for b in data)
+
+
+KIND = BoxesKind()

@@ -20,7 +20,7 @@ from cosmos_reasoner_ros.reasoner.kinds.base import (
     Values,
 )
 
-__all__ = ["KIND", "parse_choice"]
+__all__ = ["KIND", "ChoiceKind", "parse_choice"]
 
 _CHOICE_KEYS = ("answer", "choice", "option", "letter")
 _LETTER = r"([A-E])"
@@ -63,46 +63,54 @@ def parse_choice(answer: str, raw: str = "") -> str:
     raise ParseError(f"no option letter A-E in the answer: {text[:80]!r}", raw=raw or answer)
 
 
-def _parse(text: AnswerText) -> str:
-    # Under a schema the answer is one JSON value (whole_values); its letter is read from that value.
-    answer = json.dumps(text.values[0]) if text.schema is not None else text.answer
-    return parse_choice(answer, raw=text.raw)
-
-
 def _same_letter(a: str | None, b: str | None) -> bool:
     return (a or "").strip().upper() == (b or "").strip().upper()
-
-
-def _grade(ours: str, theirs: str | None, context: GradeContext) -> tuple[Values, list[str]]:
-    return {"accuracy": float(_same_letter(ours, theirs))}, []
-
-
-def _compare(baseline: str, current: str) -> tuple[Values, list[str]]:
-    return {"choice_equal": float(_same_letter(baseline, current))}, []
 
 
 def _letter(values: Any) -> str:
     return str(values or "")
 
 
-KIND = AnswerKind(
-    name="choice",
-    slot="choice",
-    description="a multiple-choice answer's option letter (A-E)",
-    parse=_parse,
-    label_form="the option letter, e.g. B",
-    draft=_letter,
-    grade=_grade,
-    rank=("accuracy", 1),
-    perfect={"accuracy": 1.0},
-    unanswered={"accuracy": 0.0},
-    metrics=(
+class ChoiceKind(AnswerKind):
+    """a multiple-choice answer's option letter (A-E)"""
+
+    name = "choice"
+    slot = "choice"
+
+    def parse(self, text: AnswerText) -> str:
+        # Under a schema the answer is one JSON value (whole_values); its letter is read from that value.
+        answer = json.dumps(text.values[0]) if text.schema is not None else text.answer
+        return parse_choice(answer, raw=text.raw)
+
+    rank = ("accuracy", 1)
+    metrics = (
         MetricSpec("accuracy", "accuracy", "share", "higher", "", "choice letter equal to an acceptable one"),
-    ),
-    compare=_compare,
-    compare_checks=(CompareCheck("choice", "choice_equal", "choice_equal", "=="),),
-    to_json=lambda values: values,
-    dump=_letter,
-    load=_letter,
-    show=_letter,
-)
+    )
+
+    def grade(self, ours: str, theirs: str | None, context: GradeContext) -> tuple[Values, list[str]]:
+        return {"accuracy": float(_same_letter(ours, theirs))}, []
+
+    compare_checks = (CompareCheck("choice", "choice_equal", "choice_equal", "=="),)
+
+    def compare(self, baseline: str, current: str) -> tuple[Values, list[str]]:
+        return {"choice_equal": float(_same_letter(baseline, current))}, []
+
+    label_form = "the option letter, e.g. B"
+
+    def draft(self, values: Any) -> str:
+        return _letter(values)
+
+    def show(self, values: Any) -> str:
+        return _letter(values)
+
+    def to_json(self, values: str) -> str:
+        return values
+
+    def dump(self, values: Any) -> str:
+        return _letter(values)
+
+    def load(self, data: Any) -> str:
+        return _letter(data)
+
+
+KIND = ChoiceKind()

@@ -1,12 +1,14 @@
 """Reading an answer's JSON values as the structured kinds do: the items carrying a kind's keys (searched
 through lists and wrapper dicts), bare number arrays, finite numbers, 0-1000 coordinates clamped into range,
 and an item's label. Items without any key of the kind are ignored (models add notes); a key with a malformed
-value is a ParseError."""
+value is a ParseError. Also the camera image that the values of a record (boxes, trajectories) refer to, as
+results.jsonl writes and reads it."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from cosmos_reasoner_ros.errors import ParseError
@@ -14,6 +16,8 @@ from cosmos_reasoner_ros.geometry import NORM_MAX
 
 __all__ = [
     "LABEL_KEYS",
+    "camera_fields",
+    "camera_image",
     "compact",
     "first",
     "is_number",
@@ -23,6 +27,7 @@ __all__ = [
     "norm",
     "number",
     "off_image",
+    "optional_float",
 ]
 
 LABEL_KEYS = ("label", "name", "object", "class", "description")
@@ -111,3 +116,19 @@ def off_image(*values: Any) -> bool:
 def compact(value: float) -> float | int:
     """A number as a drafted label writes it: an integer where it is one, else three decimals."""
     return int(value) if float(value).is_integer() else round(float(value), 3)
+
+
+def camera_fields(values: Any) -> dict[str, Any]:
+    """The camera image that record values (a CameraBox, a CameraTrajectory) are drawn in, as results.jsonl
+    holds it."""
+    return {"camera": values.camera, "width": values.width, "height": values.height}
+
+
+def camera_image(data: Mapping[str, Any]) -> tuple[str, int, int]:
+    """... and back: (camera, width, height), empty and 0 where the file has none."""
+    return str(data.get("camera", "")), int(data.get("width", 0)), int(data.get("height", 0))
+
+
+def optional_float(value: Any) -> float | None:
+    """A number of results.jsonl that may be null (pixels of an image of unknown size)."""
+    return None if value is None else float(value)

@@ -26,7 +26,7 @@ from cosmos_reasoner_ros.reasoner.kinds.base import (
     Values,
 )
 
-__all__ = ["KIND", "CameraTrajectory", "discrete_frechet", "dtw_mean", "point_distances"]
+__all__ = ["KIND", "CameraTrajectory", "PointsKind", "discrete_frechet", "dtw_mean", "point_distances"]
 
 NAN = float("nan")
 _POINT_KEYS = ("point_2d", "point", "points", "point2d", "coordinates", "coords", "position", "xy")
@@ -69,29 +69,6 @@ def _pairs(value: Any, raw: str) -> list[tuple[Any, Any]]:
         if value and all(isinstance(v, list | dict) for v in value):
             return [pair for v in value for pair in _pairs(v, raw)]
     raise ParseError(f"not a point [x, y]: {value!r}"[:300], raw=raw)
-
-
-def _parse(text: AnswerText) -> tuple[Trajectory, ...]:
-    raw, size = text.raw, text.size
-    keyed, bare = ji.items(text.values, _POINT_KEYS)
-    labelled: list[tuple[str, tuple[Any, Any]]] = []
-    if keyed:
-        for item in keyed:
-            value = ji.first(item, _POINT_KEYS)
-            pairs = _pairs(value if value is not None else item, raw)
-            labelled.extend((ji.label(item), pair) for pair in pairs)
-    else:
-        pairs = [tuple(v) for v in bare if len(v) == 2]
-        labelled.extend(("", (p[0], p[1])) for p in pairs)
-    if not labelled:
-        raise ParseError("no points [x, y] in the answer", raw=raw)
-    order: dict[str, list[Point2D]] = {}
-    for label, (vx, vy) in labelled:
-        x_norm, y_norm = ji.norm(vx, "x", raw), ji.norm(vy, "y", raw)
-        x = norm_to_pixel(x_norm, size[0]) if size else None
-        y = norm_to_pixel(y_norm, size[1]) if size else None
-        order.setdefault(label, []).append(Point2D(label, x_norm, y_norm, x, y, ji.off_image(vx, vy)))
-    return tuple(Trajectory(label, tuple(points)) for label, points in order.items())
 
 
 # ---- distances between two paths ---
@@ -221,159 +198,162 @@ _PX = ("ade_px", "fde_px", "frechet_px")
 _M = ("ade_m", "fde_m", "frechet_m")
 
 
-def _grade(
-    ours: Sequence[CameraTrajectory], theirs: Sequence[Trajectory], context: GradeContext
-) -> tuple[Values, list[str]]:
-    pairs = _by_label(ours, theirs)
-    notes = []
-    if len(ours) != len(theirs):
-        notes.append(f"{len(ours)} trajectories answered, {len(theirs)} labelled: {len(pairs)} compared")
-    if not pairs:
-        return dict.fromkeys(_PX, NAN), notes
-    px: list[tuple[float, float, float]] = []
-    metres: list[tuple[float, float, float]] = []
-    for answer, label in pairs:
-        answer_px = _answer_pixels(answer)
-        label_px = _label_pixels(label, answer.width, answer.height)
-        px.append(_distances(answer_px, label_px))
-        if context.project is not None and answer.width > 0 and answer.height > 0:
-            both = _with_depth(answer, answer_px, label_px, context.project)
-            if both is not None:
-                metres.append(_distances(*both))
-    values = dict(zip(_PX, np.mean(px, axis=0).tolist(), strict=True))
-    if metres and len(metres) == len(px):
-        values.update(zip(_M, np.mean(metres, axis=0).tolist(), strict=True))
-    elif context.project is not None:
-        notes.append("no depth under every point: no distances in metres")
-    if any(t.width <= 0 for t, _ in pairs):
-        notes.append("the image size is unknown: distances in 0-1000 units")
-    return values, notes
-
-
-def _compare(
-    baseline: Sequence[CameraTrajectory], current: Sequence[CameraTrajectory]
-) -> tuple[Values, list[str]]:
-    notes = []
-    if len(baseline) != len(current):
-        notes.append(f"trajectories: {len(baseline)} in the baseline, {len(current)} now")
-    pairs = _by_label(baseline, current)
-    if len(pairs) != max(len(baseline), len(current)) or not pairs:
-        inf = float("inf")
-        return {"trajectory_mean_px": inf, "trajectory_max_px": inf, "trajectory_frechet_px": inf}, notes
-    means, maxes, frechet, dtw = [], [], [], []
-    for tb, tc in pairs:
-        pb, pc = tb.pixels(), tc.pixels()
-        d = point_distances(pb, pc)
-        means.append(float(d.mean()))
-        maxes.append(float(d.max()))
-        frechet.append(discrete_frechet(pb, pc))
-        dtw.append(dtw_mean(pb, pc))
-    metrics = {
-        "trajectory_mean_px": max(means),
-        "trajectory_max_px": max(maxes),
-        "trajectory_frechet_px": max(frechet),
-        "trajectory_dtw_px": max(dtw),
-    }
-    return metrics, notes
-
-
-# ---- forms: the CLI's, a drafted label's, results.jsonl's ---
-
-
-def _to_json(values: Sequence[Trajectory]) -> list[dict[str, Any]]:
-    return [
-        {"label": p.label, "x": p.x, "y": p.y, "x_norm": p.x_norm, "y_norm": p.y_norm}
-        for t in values
-        for p in t.points
-    ]
-
-
-def _draft(values: Sequence[CameraTrajectory]) -> str:
-    return json.dumps(
-        [
-            {"point_2d": [ji.compact(p.x_norm), ji.compact(p.y_norm)], "label": t.label}
-            for t in values
-            for p in t.trajectory.points
-        ]
-    )
-
-
-def _held(values: Sequence[Trajectory], camera: str, width: int, height: int) -> tuple[CameraTrajectory, ...]:
-    return tuple(CameraTrajectory(t, camera, width, height) for t in values)
-
-
-def _dump(values: Sequence[CameraTrajectory]) -> list[dict[str, Any]]:
-    return [
-        {
-            "label": t.label,
-            "camera": t.camera,
-            "width": t.width,
-            "height": t.height,
-            "points_norm": [[p.x_norm, p.y_norm] for p in t.trajectory.points],
-            "points_px": [[x, y] for x, y in t.pixels()],
-        }
-        for t in values
-    ]
-
-
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
 def _load_one(data: Mapping[str, Any]) -> CameraTrajectory:
     label = str(data.get("label", ""))
     norm = data.get("points_norm", [])
     px = data.get("points_px") or [[None, None]] * len(norm)  # files written before pixels were kept
     points = tuple(
-        Point2D(label, float(n[0]), float(n[1]), _opt(p[0]), _opt(p[1]))
+        Point2D(label, float(n[0]), float(n[1]), ji.optional_float(p[0]), ji.optional_float(p[1]))
         for n, p in zip(norm, px, strict=True)
     )
-    return CameraTrajectory(
-        Trajectory(label, points),
-        str(data.get("camera", "")),
-        int(data.get("width", 0)),
-        int(data.get("height", 0)),
-    )
-
-
-def _load(data: Sequence[Mapping[str, Any]]) -> tuple[CameraTrajectory, ...]:
-    return tuple(_load_one(t) for t in data)
+    return CameraTrajectory(Trajectory(label, points), *ji.camera_image(data))
 
 
 def _tolerated(name: str) -> CompareCheck:
     return CompareCheck(name, name, name, "<=", " px")
 
 
-KIND = AnswerKind(
-    name="points",
-    slot="trajectories",
-    description="labelled 2D points in the image (0-1000 per axis), one trajectory per label",
-    parse=_parse,
-    label_form='[{"point_2d": [x, y], "label": "gripper trajectory"}, ...] (0-1000 per axis)',
-    draft=_draft,
-    grade=_grade,
-    rank=("ade_px", -1),
-    perfect={"ade_px": 0.0, "fde_px": 0.0, "frechet_px": 0.0},
-    unanswered=dict.fromkeys(_PX, NAN),
-    metrics=(
+class PointsKind(AnswerKind):
+    """labelled 2D points in the image (0-1000 per axis), one trajectory per label"""
+
+    name = "points"
+    slot = "trajectories"
+    path = True
+
+    def parse(self, text: AnswerText) -> tuple[Trajectory, ...]:
+        raw, size = text.raw, text.size
+        keyed, bare = ji.items(text.values, _POINT_KEYS)
+        labelled: list[tuple[str, tuple[Any, Any]]] = []
+        if keyed:
+            for item in keyed:
+                value = ji.first(item, _POINT_KEYS)
+                pairs = _pairs(value if value is not None else item, raw)
+                labelled.extend((ji.label(item), pair) for pair in pairs)
+        else:
+            pairs = [tuple(v) for v in bare if len(v) == 2]
+            labelled.extend(("", (p[0], p[1])) for p in pairs)
+        if not labelled:
+            raise ParseError("no points [x, y] in the answer", raw=raw)
+        order: dict[str, list[Point2D]] = {}
+        for label, (vx, vy) in labelled:
+            x_norm, y_norm = ji.norm(vx, "x", raw), ji.norm(vy, "y", raw)
+            x = norm_to_pixel(x_norm, size[0]) if size else None
+            y = norm_to_pixel(y_norm, size[1]) if size else None
+            order.setdefault(label, []).append(Point2D(label, x_norm, y_norm, x, y, ji.off_image(vx, vy)))
+        return tuple(Trajectory(label, tuple(points)) for label, points in order.items())
+
+    # ---- grading against a label, comparing with a baseline ---
+
+    rank = ("ade_px", -1)
+    metrics = (
         MetricSpec("ade_px", "ade_px", "mean", "lower", "px", "average displacement of corresponding points"),
         MetricSpec("fde_px", "fde_px", "mean", "lower", "px", "displacement of the final point"),
         MetricSpec("frechet_px", "frechet_px", "mean", "lower", "px", "discrete Fréchet distance"),
-    ),
-    extra_metrics=(
+    )
+    extra_metrics = (
         MetricSpec(
             "ade_m", "ade_m", "mean", "lower", "m", "average displacement in 3D (depth back-projection)"
         ),
         MetricSpec("fde_m", "fde_m", "mean", "lower", "m", "final displacement in 3D"),
         MetricSpec("frechet_m", "frechet_m", "mean", "lower", "m", "discrete Fréchet distance in 3D"),
-    ),
-    compare=_compare,
-    compare_checks=tuple(
+    )
+
+    def grade(
+        self, ours: Sequence[CameraTrajectory], theirs: Sequence[Trajectory], context: GradeContext
+    ) -> tuple[Values, list[str]]:
+        pairs = _by_label(ours, theirs)
+        notes = []
+        if len(ours) != len(theirs):
+            notes.append(f"{len(ours)} trajectories answered, {len(theirs)} labelled: {len(pairs)} compared")
+        if not pairs:
+            return dict.fromkeys(_PX, NAN), notes
+        px: list[tuple[float, float, float]] = []
+        metres: list[tuple[float, float, float]] = []
+        for answer, label in pairs:
+            answer_px = _answer_pixels(answer)
+            label_px = _label_pixels(label, answer.width, answer.height)
+            px.append(_distances(answer_px, label_px))
+            if context.project is not None and answer.width > 0 and answer.height > 0:
+                both = _with_depth(answer, answer_px, label_px, context.project)
+                if both is not None:
+                    metres.append(_distances(*both))
+        values = dict(zip(_PX, np.mean(px, axis=0).tolist(), strict=True))
+        if metres and len(metres) == len(px):
+            values.update(zip(_M, np.mean(metres, axis=0).tolist(), strict=True))
+        elif context.project is not None:
+            notes.append("no depth under every point: no distances in metres")
+        if any(t.width <= 0 for t, _ in pairs):
+            notes.append("the image size is unknown: distances in 0-1000 units")
+        return values, notes
+
+    compare_checks = tuple(
         _tolerated(n) for n in ("trajectory_mean_px", "trajectory_max_px", "trajectory_frechet_px")
-    ),
-    to_json=_to_json,
-    dump=_dump,
-    load=_load,
-    held=_held,
-    path=True,
-)
+    )
+
+    def compare(
+        self, baseline: Sequence[CameraTrajectory], current: Sequence[CameraTrajectory]
+    ) -> tuple[Values, list[str]]:
+        notes = []
+        if len(baseline) != len(current):
+            notes.append(f"trajectories: {len(baseline)} in the baseline, {len(current)} now")
+        pairs = _by_label(baseline, current)
+        if len(pairs) != max(len(baseline), len(current)) or not pairs:
+            inf = float("inf")
+            return {"trajectory_mean_px": inf, "trajectory_max_px": inf, "trajectory_frechet_px": inf}, notes
+        means, maxes, frechet, dtw = [], [], [], []
+        for tb, tc in pairs:
+            pb, pc = tb.pixels(), tc.pixels()
+            d = point_distances(pb, pc)
+            means.append(float(d.mean()))
+            maxes.append(float(d.max()))
+            frechet.append(discrete_frechet(pb, pc))
+            dtw.append(dtw_mean(pb, pc))
+        metrics = {
+            "trajectory_mean_px": max(means),
+            "trajectory_max_px": max(maxes),
+            "trajectory_frechet_px": max(frechet),
+            "trajectory_dtw_px": max(dtw),
+        }
+        return metrics, notes
+
+    # ---- forms: the CLI's, a drafted label's, results.jsonl's ---
+
+    def to_json(self, values: Sequence[Trajectory]) -> list[dict[str, Any]]:
+        return [
+            {"label": p.label, "x": p.x, "y": p.y, "x_norm": p.x_norm, "y_norm": p.y_norm}
+            for t in values
+            for p in t.points
+        ]
+
+    label_form = '[{"point_2d": [x, y], "label": "gripper trajectory"}, ...] (0-1000 per axis)'
+
+    def draft(self, values: Sequence[CameraTrajectory]) -> str:
+        return json.dumps(
+            [
+                {"point_2d": [ji.compact(p.x_norm), ji.compact(p.y_norm)], "label": t.label}
+                for t in values
+                for p in t.trajectory.points
+            ]
+        )
+
+    def held(
+        self, values: Sequence[Trajectory], camera: str, width: int, height: int
+    ) -> tuple[CameraTrajectory, ...]:
+        return tuple(CameraTrajectory(t, camera, width, height) for t in values)
+
+    def dump(self, values: Sequence[CameraTrajectory]) -> list[dict[str, Any]]:
+        return [
+            {
+                "label": t.label,
+                **ji.camera_fields(t),
+                "points_norm": [[p.x_norm, p.y_norm] for p in t.trajectory.points],
+                "points_px": [[x, y] for x, y in t.pixels()],
+            }
+            for t in values
+        ]
+
+    def load(self, data: Sequence[Mapping[str, Any]]) -> tuple[CameraTrajectory, ...]:
+        return tuple(_load_one(t) for t in data)
+
+
+KIND = PointsKind()

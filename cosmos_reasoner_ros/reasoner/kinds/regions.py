@@ -10,7 +10,7 @@ caption, so the ROS messages and results.jsonl need nothing new."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,6 @@ from cosmos_reasoner_ros.reasoner.kinds import json_items as ji
 from cosmos_reasoner_ros.reasoner.kinds.base import (
     AnswerKind,
     AnswerText,
-    CompareCheck,
     GradeContext,
     MetricSpec,
     Values,
@@ -30,24 +29,9 @@ from cosmos_reasoner_ros.reasoner.kinds.base import (
 )
 from cosmos_reasoner_ros.reasoner.kinds.text import text_similarity
 
-__all__ = ["KIND"]
+__all__ = ["KIND", "RegionsKind"]
 
 _CAPTION_KEYS = ("caption", "description", "text", "label", "name")
-
-
-def _parse(text: AnswerText) -> tuple[Box2D, ...]:
-    raw = text.raw
-    keyed, _ = ji.items(text.values, (*boxes.BOX_KEYS, "x1", "xmin"))
-    found: list[tuple[str, list[Any]]] = []
-    for n, item in enumerate(keyed, start=1):
-        quads = boxes.quads(ji.first(item, boxes.BOX_KEYS), item, raw)
-        caption = ji.label(item, _CAPTION_KEYS).strip()
-        if not caption:
-            raise ParseError(f"region {n} has no caption (a region is a box and what it shows)", raw=raw)
-        found.extend((caption, q) for q in quads)
-    if not found:
-        raise ParseError('no regions {"bbox_2d": [x1, y1, x2, y2], "caption": ...} in the answer', raw=raw)
-    return tuple(boxes.box_of(caption, quad, text.size, raw) for caption, quad in found)
 
 
 def _paired(a: Sequence[Box2D], b: Sequence[Box2D]) -> tuple[list[float], list[float], int]:
@@ -60,60 +44,30 @@ def _paired(a: Sequence[Box2D], b: Sequence[Box2D]) -> tuple[list[float], list[f
     return ious, similar, len(a) + len(b) - len(pairs)
 
 
-def _grade(
-    ours: Sequence[boxes.CameraBox], theirs: Sequence[Box2D], context: GradeContext
-) -> tuple[Values, list[str]]:
-    ious, similar, slots = _paired([x.box for x in ours], theirs)
-    if not slots:
-        return dict(_UNANSWERED), []
-    iou, caption = sum(ious) / slots, sum(similar) / slots
-    return {
-        "region": sum(i * s for i, s in zip(ious, similar, strict=True)) / slots,
-        "iou": iou,
-        "iou50": float(iou >= context.limits.iou_min - 1e-12),
-        "caption_similarity": caption,
-        "caption_match": float(caption >= context.limits.match_min - 1e-12),
-    }, []
+class RegionsKind(AnswerKind):
+    """regions of the image, each a box with a free-text caption (describe anything)"""
 
+    name = "regions"
+    slot = "boxes"
 
-def _compare(
-    baseline: Sequence[boxes.CameraBox], current: Sequence[boxes.CameraBox]
-) -> tuple[Values, list[str]]:
-    ious, similar, slots = _paired([x.box for x in baseline], [x.box for x in current])
-    scores = ious + [0.0] * (slots - len(ious))
-    captions = similar + [0.0] * (slots - len(similar))
-    return {
-        "box_iou_min": min(scores, default=0.0),
-        "box_iou_mean": float(np.mean(scores)) if scores else 0.0,
-        "caption_similarity_min": min(captions, default=0.0),
-        "caption_similarity_mean": float(np.mean(captions)) if captions else 0.0,
-    }, []
+    def parse(self, text: AnswerText) -> tuple[Box2D, ...]:
+        raw = text.raw
+        keyed, _ = ji.items(text.values, boxes.ITEM_KEYS)
+        found: list[tuple[str, list[Any]]] = []
+        for n, item in enumerate(keyed, start=1):
+            quads = boxes.quads(ji.first(item, boxes.BOX_KEYS), item, raw)
+            caption = ji.label(item, _CAPTION_KEYS).strip()
+            if not caption:
+                raise ParseError(f"region {n} has no caption (a region is a box and what it shows)", raw=raw)
+            found.extend((caption, q) for q in quads)
+        if not found:
+            raise ParseError(
+                'no regions {"bbox_2d": [x1, y1, x2, y2], "caption": ...} in the answer', raw=raw
+            )
+        return tuple(boxes.box_of(caption, quad, text.size, raw) for caption, quad in found)
 
-
-def _to_json(values: Sequence[Box2D]) -> list[dict[str, Any]]:
-    return [{"caption": b.label, **box} for b, box in zip(values, boxes.KIND.to_json(values), strict=True)]
-
-
-def _draft(values: Sequence[boxes.CameraBox]) -> str:
-    return json.dumps(
-        [{"bbox_2d": [ji.compact(v) for v in boxes.norm_box(b.box)], "caption": b.label} for b in values]
-    )
-
-
-_UNANSWERED = {"region": 0.0, "iou": 0.0, "iou50": 0.0, "caption_similarity": 0.0, "caption_match": 0.0}
-
-KIND = AnswerKind(
-    name="regions",
-    slot="boxes",
-    description="regions of the image, each a box with a free-text caption (describe anything)",
-    parse=_parse,
-    label_form='[{"bbox_2d": [x1, y1, x2, y2], "caption": "a red mug with a chipped rim"}] (0-1000 per axis)',
-    draft=_draft,
-    grade=_grade,
-    rank=("region", 1),
-    perfect={"region": 1.0, "iou": 1.0, "iou50": 1.0, "caption_similarity": 1.0, "caption_match": 1.0},
-    unanswered=_UNANSWERED,
-    metrics=(
+    rank = ("region", 1)
+    metrics = (
         MetricSpec(
             "mean_region",
             "region",
@@ -139,11 +93,64 @@ KIND = AnswerKind(
             "",
             "share of requests whose caption similarity reaches the label's match_min",
         ),
-    ),
-    compare=_compare,
-    compare_checks=(CompareCheck("box_iou", "box_iou_min", "box_iou_min", ">="),),
-    to_json=_to_json,
-    dump=boxes.dump,
-    load=boxes.load,
-    held=boxes.held,
-)
+    )
+
+    def grade(
+        self, ours: Sequence[boxes.CameraBox], theirs: Sequence[Box2D], context: GradeContext
+    ) -> tuple[Values, list[str]]:
+        ious, similar, slots = _paired([x.box for x in ours], theirs)
+        if not slots:
+            return self.unanswered, []
+        iou, caption = sum(ious) / slots, sum(similar) / slots
+        return {
+            "region": sum(i * s for i, s in zip(ious, similar, strict=True)) / slots,
+            "iou": iou,
+            "iou50": float(iou >= context.limits.iou_min - 1e-12),
+            "caption_similarity": caption,
+            "caption_match": float(caption >= context.limits.match_min - 1e-12),
+        }, []
+
+    compare_checks = boxes.KIND.compare_checks
+
+    def compare(
+        self, baseline: Sequence[boxes.CameraBox], current: Sequence[boxes.CameraBox]
+    ) -> tuple[Values, list[str]]:
+        ious, similar, slots = _paired([x.box for x in baseline], [x.box for x in current])
+        scores = ious + [0.0] * (slots - len(ious))
+        captions = similar + [0.0] * (slots - len(similar))
+        return {
+            "box_iou_min": min(scores, default=0.0),
+            "box_iou_mean": float(np.mean(scores)) if scores else 0.0,
+            "caption_similarity_min": min(captions, default=0.0),
+            "caption_similarity_mean": float(np.mean(captions)) if captions else 0.0,
+        }, []
+
+    # ---- forms: the CLI's, a drafted label's; a record holds, dumps and loads regions as boxes ---
+
+    def to_json(self, values: Sequence[Box2D]) -> list[dict[str, Any]]:
+        return [
+            {"caption": b.label, **box} for b, box in zip(values, boxes.KIND.to_json(values), strict=True)
+        ]
+
+    label_form = (
+        '[{"bbox_2d": [x1, y1, x2, y2], "caption": "a red mug with a chipped rim"}] (0-1000 per axis)'
+    )
+
+    def draft(self, values: Sequence[boxes.CameraBox]) -> str:
+        return json.dumps(
+            [{"bbox_2d": [ji.compact(v) for v in boxes.norm_box(b.box)], "caption": b.label} for b in values]
+        )
+
+    def held(
+        self, values: Sequence[Box2D], camera: str, width: int, height: int
+    ) -> tuple[boxes.CameraBox, ...]:
+        return boxes.KIND.held(values, camera, width, height)
+
+    def dump(self, values: Sequence[boxes.CameraBox]) -> list[dict[str, Any]]:
+        return boxes.KIND.dump(values)
+
+    def load(self, data: Sequence[Mapping[str, Any]]) -> tuple[boxes.CameraBox, ...]:
+        return boxes.KIND.load(data)
+
+
+KIND = RegionsKind()

@@ -28,7 +28,7 @@ from cosmos_reasoner_ros.reasoner.kinds.base import (
     greedy_scores,
 )
 
-__all__ = ["KIND", "Segment", "parse_time", "segment_iou"]
+__all__ = ["KIND", "Segment", "SegmentsKind", "parse_time", "segment_iou"]
 
 _START_KEYS = ("start", "start_time", "start_s", "begin", "from", "start_timestamp")
 _END_KEYS = ("end", "end_time", "end_s", "stop", "to", "end_timestamp")
@@ -131,23 +131,6 @@ def _text_segments(answer: str, raw: str) -> Iterator[Segment]:
             )
 
 
-def _parse(text: AnswerText) -> tuple[Segment, ...]:
-    raw = text.raw
-    keyed, bare = ji.items(text.values, (*_START_KEYS, *_TIME_KEYS))
-    segments: list[Segment] = []
-    for item in keyed:
-        span = _span(item, raw)
-        if span is not None:
-            segments.append(_segment(span, ji.label(item, _CAPTION_KEYS), raw))
-    if not segments and bare:
-        segments.extend(_segment((_time(v[0], raw), _time(v[1], raw)), "", raw) for v in bare if len(v) == 2)
-    if not segments:
-        segments.extend(_text_segments(text.answer, raw))
-    if not segments:
-        raise ParseError("no time segments (start, end) in the answer", raw=raw)
-    return tuple(segments)
-
-
 # ---- grading against a label, comparing with a baseline ---
 
 
@@ -160,63 +143,76 @@ def segment_iou(a: Segment, b: Segment) -> float:
     return inter / union
 
 
-def _grade(
-    ours: Sequence[Segment], theirs: Sequence[Segment], context: GradeContext
-) -> tuple[Values, list[str]]:
-    scores = greedy_scores(len(ours), len(theirs), lambda i, j: segment_iou(ours[i], theirs[j]))
-    tiou = float(np.mean(scores)) if scores else 0.0
-    return {"tiou": tiou, "tiou50": float(tiou >= context.limits.tiou_min - 1e-12)}, []
+class SegmentsKind(AnswerKind):
+    """time segments of the clip with captions (seconds from the clip's start)"""
 
+    name = "segments"
+    slot = "segments"
+    timed = True
 
-def _compare(baseline: Sequence[Segment], current: Sequence[Segment]) -> tuple[Values, list[str]]:
-    tious = greedy_scores(len(baseline), len(current), lambda i, j: segment_iou(baseline[i], current[j]))
-    return {"segment_iou_min": min(tious), "segment_iou_mean": float(np.mean(tious))}, []
+    def parse(self, text: AnswerText) -> tuple[Segment, ...]:
+        raw = text.raw
+        keyed, bare = ji.items(text.values, (*_START_KEYS, *_TIME_KEYS))
+        segments: list[Segment] = []
+        for item in keyed:
+            span = _span(item, raw)
+            if span is not None:
+                segments.append(_segment(span, ji.label(item, _CAPTION_KEYS), raw))
+        if not segments and bare:
+            segments.extend(
+                _segment((_time(v[0], raw), _time(v[1], raw)), "", raw) for v in bare if len(v) == 2
+            )
+        if not segments:
+            segments.extend(_text_segments(text.answer, raw))
+        if not segments:
+            raise ParseError("no time segments (start, end) in the answer", raw=raw)
+        return tuple(segments)
 
+    # ---- grading against a label, comparing with a baseline ---
 
-# ---- forms: the CLI's, a drafted label's, results.jsonl's ---
-
-
-def _to_json(values: Sequence[Segment]) -> list[dict[str, Any]]:
-    return [{"start_s": s.start_s, "end_s": s.end_s, "caption": s.caption} for s in values]
-
-
-def _draft(values: Sequence[Segment]) -> str:
-    return json.dumps(
-        [{"start": ji.compact(s.start_s), "end": ji.compact(s.end_s), "caption": s.caption} for s in values]
-    )
-
-
-def _dump(values: Sequence[Segment]) -> list[dict[str, Any]]:
-    return [{"caption": s.caption, "start_s": s.start_s, "end_s": s.end_s} for s in values]
-
-
-def _load(data: Sequence[Mapping[str, Any]]) -> tuple[Segment, ...]:
-    return tuple(Segment(float(s["start_s"]), float(s["end_s"]), str(s.get("caption", ""))) for s in data)
-
-
-KIND = AnswerKind(
-    name="segments",
-    slot="segments",
-    description="time segments of the clip with captions (seconds from the clip's start)",
-    parse=_parse,
-    label_form='[{"start": 1.0, "end": 2.5, "caption": "the gripper opens"}] (seconds)',
-    draft=_draft,
-    grade=_grade,
-    rank=("tiou", 1),
-    perfect={"tiou": 1.0, "tiou50": 1.0},
-    unanswered={"tiou": 0.0, "tiou50": 0.0},
-    metrics=(
+    rank = ("tiou", 1)
+    metrics = (
         MetricSpec(
             "mean_tiou", "tiou", "mean", "higher", "", "temporal IoU (segments paired greedily, unpaired 0)"
         ),
         MetricSpec(
             "tiou50", "tiou50", "share", "higher", "", "share of requests with tIoU >= the label's tiou_min"
         ),
-    ),
-    compare=_compare,
-    compare_checks=(CompareCheck("segment_iou", "segment_iou_min", "segment_iou_min", ">="),),
-    to_json=_to_json,
-    dump=_dump,
-    load=_load,
-    timed=True,
-)
+    )
+
+    def grade(
+        self, ours: Sequence[Segment], theirs: Sequence[Segment], context: GradeContext
+    ) -> tuple[Values, list[str]]:
+        scores = greedy_scores(len(ours), len(theirs), lambda i, j: segment_iou(ours[i], theirs[j]))
+        tiou = float(np.mean(scores)) if scores else 0.0
+        return {"tiou": tiou, "tiou50": float(tiou >= context.limits.tiou_min - 1e-12)}, []
+
+    compare_checks = (CompareCheck("segment_iou", "segment_iou_min", "segment_iou_min", ">="),)
+
+    def compare(self, baseline: Sequence[Segment], current: Sequence[Segment]) -> tuple[Values, list[str]]:
+        tious = greedy_scores(len(baseline), len(current), lambda i, j: segment_iou(baseline[i], current[j]))
+        return {"segment_iou_min": min(tious), "segment_iou_mean": float(np.mean(tious))}, []
+
+    # ---- forms: the CLI's, a drafted label's, results.jsonl's ---
+
+    def to_json(self, values: Sequence[Segment]) -> list[dict[str, Any]]:
+        return [{"start_s": s.start_s, "end_s": s.end_s, "caption": s.caption} for s in values]
+
+    label_form = '[{"start": 1.0, "end": 2.5, "caption": "the gripper opens"}] (seconds)'
+
+    def draft(self, values: Sequence[Segment]) -> str:
+        return json.dumps(
+            [
+                {"start": ji.compact(s.start_s), "end": ji.compact(s.end_s), "caption": s.caption}
+                for s in values
+            ]
+        )
+
+    def dump(self, values: Sequence[Segment]) -> list[dict[str, Any]]:
+        return [{"caption": s.caption, "start_s": s.start_s, "end_s": s.end_s} for s in values]
+
+    def load(self, data: Sequence[Mapping[str, Any]]) -> tuple[Segment, ...]:
+        return tuple(Segment(float(s["start_s"]), float(s["end_s"]), str(s.get("caption", ""))) for s in data)
+
+
+KIND = SegmentsKind()

@@ -18,7 +18,7 @@ from cosmos_reasoner_ros.reasoner.kinds.base import (
     Values,
 )
 
-__all__ = ["KIND", "text_similarity"]
+__all__ = ["KIND", "TextKind", "text_similarity"]
 
 _PUNCT = re.compile(r"[^\w\s]")
 
@@ -36,35 +36,19 @@ def text_similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, wa, wb, autojunk=False).ratio()
 
 
-def _parse(text: AnswerText) -> str:
-    return text.answer
+class TextKind(AnswerKind):
+    """the answer in words"""
 
+    name = "text"
+    slot = "answer"
+    structured = False
+    free_text = True
 
-def _grade(ours: str, theirs: str, context: GradeContext) -> tuple[Values, list[str]]:
-    similarity = text_similarity(ours, theirs)
-    return {"similarity": similarity, "match": float(similarity >= context.limits.match_min - 1e-12)}, []
+    def parse(self, text: AnswerText) -> str:
+        return text.answer
 
-
-def _compare(baseline: str, current: str) -> tuple[Values, list[str]]:
-    return {"text_similarity": text_similarity(baseline, current)}, []
-
-
-def _same(values: Any) -> Any:
-    return values
-
-
-KIND = AnswerKind(
-    name="text",
-    slot="answer",
-    description="the answer in words",
-    parse=_parse,
-    label_form="the answer in words",
-    draft=str,
-    grade=_grade,
-    rank=("similarity", 1),
-    perfect={"similarity": 1.0, "match": 1.0},
-    unanswered={"similarity": 0.0, "match": 0.0},
-    metrics=(
+    rank = ("similarity", 1)
+    metrics = (
         MetricSpec(
             "match", "match", "share", "higher", "", "answer words match an acceptable answer (>= match_min)"
         ),
@@ -76,12 +60,30 @@ KIND = AnswerKind(
             "",
             "best word-sequence similarity to an acceptable one",
         ),
-    ),
-    compare=_compare,
-    compare_checks=(CompareCheck("text_similarity", "text_similarity", "text_similarity_min", ">="),),
-    to_json=_same,
-    dump=_same,
-    load=str,
-    structured=False,
-    free_text=True,
-)
+    )
+
+    def grade(self, ours: str, theirs: str, context: GradeContext) -> tuple[Values, list[str]]:
+        similarity = text_similarity(ours, theirs)
+        return {"similarity": similarity, "match": float(similarity >= context.limits.match_min - 1e-12)}, []
+
+    compare_checks = (CompareCheck("text_similarity", "text_similarity", "text_similarity_min", ">="),)
+
+    def compare(self, baseline: str, current: str) -> tuple[Values, list[str]]:
+        return {"text_similarity": text_similarity(baseline, current)}, []
+
+    label_form = "the answer in words"
+
+    def draft(self, values: Any) -> str:
+        return str(values)
+
+    def to_json(self, values: str) -> str:
+        return values
+
+    def dump(self, values: str) -> str:
+        return values
+
+    def load(self, data: Any) -> str:
+        return str(data)
+
+
+KIND = TextKind()
