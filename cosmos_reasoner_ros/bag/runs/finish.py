@@ -106,15 +106,7 @@ def finish_run(
     scored = scoring.apply(done, out, frames, image_format, ground=ground) if scoring is not None else None
     if scored is not None:
         verdict = replace(verdict, aggregate=(*verdict.aggregate, *scored.checks))
-    differences: dict[int, str] = {}
-    for i, r in enumerate(verdict.requests):
-        if r.differs and r.current is not None and r.baseline is not None:
-            frame = record_frame(frames, r.current)
-            if frame is not None:
-                differences[i] = (
-                    f"images/diff_{i + 1:04d}_{safe_name(r.current.task or 'request')}.{image_format}"
-                )
-                save_image(difference_frame(r.baseline, r.current, frame), out / differences[i])
+    differences = _difference_images(verdict, out, frames, image_format)
     write_records(done, out / "results.jsonl")
     (out / "verdict.json").write_text(
         json.dumps(_verdict_json(verdict, baseline_name), indent=1), encoding="utf-8"
@@ -141,6 +133,38 @@ def finish_run(
         sections.append(
             comparison_section(verdict, differences, [p.relative_to(out).as_posix() for p in compare_plots])
         )
+    files = write_report(
+        done,
+        out,
+        printable(title) or f"Cosmos Reasoner evaluation ({len(done)} requests)",
+        sections=sections,
+        card_extras=_card_extras(verdict, done, differences, scored),
+    )
+    return RunResult(tuple(done), verdict, files, out, scored)
+
+
+def _difference_images(
+    verdict: Verdict, out: Path, frames: Mapping[str, FrameIndex], image_format: str
+) -> dict[int, str]:
+    """Per request that differs from its baseline and has a frame: the image of the difference, written under
+    `out`, by the request's index in the verdict."""
+    differences: dict[int, str] = {}
+    for i, r in enumerate(verdict.requests):
+        if r.differs and r.current is not None and r.baseline is not None:
+            frame = record_frame(frames, r.current)
+            if frame is not None:
+                differences[i] = (
+                    f"images/diff_{i + 1:04d}_{safe_name(r.current.task or 'request')}.{image_format}"
+                )
+                save_image(difference_frame(r.baseline, r.current, frame), out / differences[i])
+    return differences
+
+
+def _card_extras(
+    verdict: Verdict, done: Sequence[ResultRecord], differences: Mapping[int, str], scored: ScoredRun | None
+) -> dict[int, str]:
+    """What each request's card shows beside its answer: exceeded checks, notes, the link to its comparison
+    and the scores' extras, by the card's position (from 1)."""
     card_extras: dict[int, str] = {}
     position = {id(r): n for n, r in enumerate(done, start=1)}
     for i, r in enumerate(verdict.requests):
@@ -154,14 +178,7 @@ def finish_run(
         card_extras[position[id(r.current)]] = "".join(parts)
     for n, extra in (scored.card_extras if scored is not None else {}).items():
         card_extras[n] = card_extras.get(n, "") + extra
-    files = write_report(
-        done,
-        out,
-        printable(title) or f"Cosmos Reasoner evaluation ({len(done)} requests)",
-        sections=sections,
-        card_extras=card_extras,
-    )
-    return RunResult(tuple(done), verdict, files, out, scored)
+    return card_extras
 
 
 def summary_lines(result: RunResult, name: str = "", limit: int = 10) -> list[str]:
