@@ -1022,10 +1022,8 @@ def test_external_mode_waits_for_the_server(tmp_path: Path, capsys: pytest.Captu
 
 def test_external_mode_gives_up_when_nothing_answers() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
-    started = time.monotonic()
     code = cli.main(["--mode", "external", "--server-url", url, "--start-timeout-s", "0.5"])
-    assert code == errors.EXIT_NOT_READY
-    assert time.monotonic() - started < 10
+    assert code == errors.EXIT_NOT_READY  # how soon (goal: within 10 s): bench/time_bounds.py
 
 
 def test_print_command_shows_the_version(capsys: pytest.CaptureFixture[str]) -> None:
