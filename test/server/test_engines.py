@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -377,6 +378,14 @@ def _post(url: str, max_tokens: int, rank: int | None = None) -> str:
         return f"error: {type(exc).__name__}"
 
 
+def _running(url: str) -> int:
+    """Requests the stand-in's engines hold now (their vllm:num_requests_running, summed)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    counts = re.findall(r"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", text, re.M)
+    return int(sum(float(n) for n in counts))
+
+
 def _in_flight(url: str, count: int, max_tokens: int) -> tuple[list[threading.Thread], list[list[str]]]:
     ends: list[list[str]] = [[] for _ in range(count)]
     threads = [
@@ -404,7 +413,7 @@ def test_one_engine_killed_restarts_the_whole_server(
     url = proc.read_until("READY ").split()[1]
     first = records(tmp_path / "record.jsonl")[0]
     threads, ends = _in_flight(url, 4, 3000)  # 30 s each: in flight when the engine dies
-    time.sleep(0.5)
+    wait_for(lambda: _running(url) == 4)  # each at its engine
     os.kill(first["engines"][1], signal.SIGKILL)
     line = proc.read_until("[cosmos-reasoner-server] server exit code 1")
     assert "(RuntimeError: Engine core process EngineCore_DP1 died unexpectedly.); restart 1/3" in line
