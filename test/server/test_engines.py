@@ -398,8 +398,7 @@ def _in_flight(url: str, count: int, max_tokens: int) -> tuple[list[threading.Th
 
 
 def _finish(proc: SupervisorProcess) -> None:
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 @pytest.mark.slow

@@ -881,8 +881,7 @@ def test_the_detected_release_gets_a_command_it_accepts(
     assert "note: trust_request_mm_kwargs: not emitted" in proc.text
     assert "--trust-request-mm-kwargs" not in records(tmp_path / "record.jsonl")[0]["argv"]
     assert json.loads((tmp_path / "ready.json").read_text())["vllm_version"] == "0.26.0"
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 @pytest.mark.slow
@@ -928,8 +927,7 @@ def test_ready_restart_after_death_and_stop_of_the_whole_group(
     assert json.loads((tmp_path / "ready.json").read_text())["starts"] == 2
     assert any("restart 1/5" in line for line in proc.lines)
 
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
     assert not alive(second["pid"]) and not alive(second["worker"])  # the whole group is gone
     assert not (tmp_path / "ready.json").exists()
     assert "sk-never-logged" not in proc.text  # ...and never appeared in its log
@@ -995,8 +993,7 @@ def test_a_headless_host_is_watched_without_health_checks(
     os.killpg(first["pid"], signal.SIGKILL)
     proc.read_until("[cosmos-reasoner-server] server exit code")
     wait_for(lambda: len(records(tmp_path / "record.jsonl")) == 2)
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 @pytest.mark.slow
@@ -1105,8 +1102,7 @@ def test_a_sigkilled_supervisor_takes_the_server_group_and_its_ready_file_with_i
     # The next supervisor on the same port starts at once.
     again = start_supervisor(write_config(tmp_path, fake_vllm, port), fake_env(tmp_path))
     assert again.read_until("READY ") == f"READY http://127.0.0.1:{port}"
-    again.proc.send_signal(signal.SIGTERM)
-    assert again.finish() == errors.EXIT_OK
+    assert again.stop() == errors.EXIT_OK
 
 
 @pytest.mark.slow
@@ -1129,8 +1125,7 @@ def test_a_server_left_on_the_port_by_a_dead_supervisor_is_replaced(
     assert f"pid {stale['pid']}" in second.text and "no longer running" in second.text
     assert not alive(stale["pid"]) and not alive(stale["worker"])
     assert json.loads((tmp_path / "ready.json").read_text())["supervisor_pid"] == second.proc.pid
-    second.proc.send_signal(signal.SIGTERM)
-    assert second.finish() == errors.EXIT_OK
+    assert second.stop() == errors.EXIT_OK
 
 
 def test_a_port_held_by_something_else_is_named_in_the_error(
@@ -1200,8 +1195,7 @@ def test_a_frozen_server_is_killed_and_restarted_within_the_grace(
     assert not alive(frozen["pid"]) and not alive(frozen["worker"])
     ready = json.loads((tmp_path / "ready.json").read_text())
     assert ready["restarts"] == 1 and "/health" in ready["last_restart_reason"] and ready["starts"] == 2
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 @pytest.mark.slow
@@ -1235,8 +1229,7 @@ def test_a_busy_server_is_not_taken_for_a_frozen_one(
     silent = int(line.split("did not answer /health for ")[1].split(" s")[0])
     assert silent >= 16  # not at the grace (4 s): after the busy grace (printed rounded: 16.4 s is '16')
     assert proc.read_until("READY ") == f"READY http://127.0.0.1:{port}"
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 def test_silence_is_frozen_only_without_progress() -> None:
@@ -1288,8 +1281,7 @@ def test_outside_kills_before_ready_are_restarts_not_the_same_failure_twice(
         proc.read_until(f"[cosmos-reasoner-server] server exit code -9 (killed by SIGKILL); restart {n}/5")
     assert proc.read_until("READY ") == f"READY http://127.0.0.1:{port}"
     assert len(records(tmp_path / "record.jsonl")) == 3
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 def test_an_empty_model_directory_is_refused_before_starting(tmp_path: Path, fake_vllm: Path, capsys) -> None:
@@ -1420,8 +1412,7 @@ def test_a_users_schema_vllms_backend_refuses_stops_the_start(
     assert (
         "grammar check: the json_schema of trajectory" in proc.text and "counting compile with" in proc.text
     )
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 @pytest.mark.slow
@@ -1485,8 +1476,7 @@ def test_a_grammar_that_accepts_what_its_schema_refuses_is_reported(
             assert warned == [], warned
             assert "compile with llguidance" in proc.text
             assert "grammar check: the grammars accept the" in proc.text
-        proc.proc.send_signal(signal.SIGTERM)
-        assert proc.finish() == errors.EXIT_OK
+        assert proc.stop() == errors.EXIT_OK
 
 
 # --- process groups: whose they are, when they may be signalled --------------------------------------------
@@ -1814,8 +1804,7 @@ def test_a_server_frozen_during_the_warm_up_is_not_announced_ready(
     os.kill(server["pid"], signal.SIGCONT)  # it answers again: checked and warmed up again, then READY
     assert proc.read_until("READY ") == f"READY http://127.0.0.1:{port}"
     assert len(records(tmp_path / "record.jsonl")) == 1  # the same server, not a restart
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 def _dead_pid() -> int:

@@ -107,6 +107,11 @@ class SupervisorProcess:
             self.lines.append(line)
         return code
 
+    def stop(self, timeout_s: float = WAIT_S) -> int:
+        """SIGTERM, as ros2 launch and service managers stop it; its exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.finish(timeout_s)
+
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
