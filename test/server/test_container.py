@@ -26,6 +26,7 @@ import yaml
 from support import vllm_tier
 from support.paths import ROOT
 from support.processes import free_port
+from support.supervisor_process import wait_for
 
 from cosmos_reasoner_ros.server.container_settings import OWNER_LABEL
 
@@ -64,16 +65,6 @@ FAKE_VLLM = textwrap.dedent(
     http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
     """
 )
-
-
-def wait_for(predicate, timeout_s: float = WAIT_S):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def alive(pid: int) -> bool:
