@@ -21,15 +21,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import av
+from support.data_parallel import robot_buffer
 from support.paths import BENCH_RESULTS, ROBOT_CLIP
 from support.scripted_server import ScriptedReply, ScriptedServer
 
-from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
 from cosmos_reasoner_ros.clips.clip_writer import ClipWriter
-from cosmos_reasoner_ros.clips.image_conversion import Frame
 from cosmos_reasoner_ros.clips.media_store import MediaStore
-from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.reasoner.parsing import parse_answer
@@ -41,7 +38,6 @@ from cosmos_reasoner_ros.server import cli, errors, grammar_check, warmup
 from cosmos_reasoner_ros.server.settings import ServerSettings
 
 RESULT = BENCH_RESULTS / "time_bounds.json"
-NS = 1_000_000_000
 # The inputs of test/reasoner/test_parsing.py::test_pathological_text_is_fast.
 PATHOLOGICAL = {
     "brackets": "[" * 50_000,
@@ -77,19 +73,12 @@ def parse_times() -> dict[str, float]:
 def read_timeout_end(media: Path) -> float:
     """test/requests/test_pipeline.py::test_server_down_and_timeout's last request: a 0.5 s read timeout
     against a server answering after 3 s; the time until its timeout outcome."""
-    buf = ClipBuffer("front", 4.0, 30.0, 512 * 1024 * 1024, 0)
-    with av.open(str(ROBOT_CLIP)) as container:
-        for i, frame in enumerate(container.decode(video=0)):
-            stamp = 1_700_000_000 * NS + i * NS // 4
-            if buf.wants(stamp):
-                image = frame.to_ndarray(format="rgb24")
-                buf.add(Frame(camera="front", stamp_ns=stamp, image=image, frame_id="front_optical"))
     with ScriptedServer(default=ScriptedReply(delay_s=3.0)) as slow:
         client = ReasonerClient(
             ClientSettings(base_url=slow.base_url, max_retries=0, read_timeout_s=0.5, connect_timeout_s=1.0)
         )
         pipeline = Pipeline(
-            MultiCameraBuffer([buf]),
+            robot_buffer(ROBOT_CLIP),
             ClipWriter(MediaStore(media)),
             TaskCatalog.load(),
             client,
