@@ -12,8 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.geometry import Box2D, norm_to_pixel
 from cosmos_reasoner_ros.reasoner.kinds import base
@@ -161,8 +159,7 @@ class BoxesKind(base.AnswerKind):
         self, ours: Sequence[CameraBox], theirs: Sequence[Box2D], context: base.GradeContext
     ) -> tuple[base.Values, list[str]]:
         a, b = [norm_box(x.box) for x in ours], [norm_box(x) for x in theirs]
-        scores = base.greedy_scores(len(a), len(b), lambda i, j: box_iou(a[i], b[j]))
-        iou = float(np.mean(scores)) if scores else 0.0
+        iou = base.greedy_mean(len(a), len(b), lambda i, j: box_iou(a[i], b[j]))
         return {"iou": iou, "iou50": float(iou >= context.limits.iou_min - 1e-12)}, []
 
     compare_checks = (base.CompareCheck("box_iou", "box_iou_min", "box_iou_min", ">="),)
@@ -170,10 +167,10 @@ class BoxesKind(base.AnswerKind):
     def compare(
         self, baseline: Sequence[CameraBox], current: Sequence[CameraBox]
     ) -> tuple[base.Values, list[str]]:
-        ious = base.greedy_scores(
+        low, mean = base.greedy_min_mean(
             len(baseline), len(current), lambda i, j: box_iou(baseline[i].pixels(), current[j].pixels())
         )
-        return {"box_iou_min": min(ious), "box_iou_mean": float(np.mean(ious))}, []
+        return {"box_iou_min": low, "box_iou_mean": mean}, []
 
     # ---- forms: the CLI's, a drafted label's, results.jsonl's ---
 

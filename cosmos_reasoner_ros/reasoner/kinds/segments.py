@@ -14,8 +14,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.reasoner.kinds import base
 from cosmos_reasoner_ros.reasoner.kinds import json_items as ji
@@ -175,8 +173,7 @@ class SegmentsKind(base.AnswerKind):
     def grade(
         self, ours: Sequence[Segment], theirs: Sequence[Segment], context: base.GradeContext
     ) -> tuple[base.Values, list[str]]:
-        scores = base.greedy_scores(len(ours), len(theirs), lambda i, j: segment_iou(ours[i], theirs[j]))
-        tiou = float(np.mean(scores)) if scores else 0.0
+        tiou = base.greedy_mean(len(ours), len(theirs), lambda i, j: segment_iou(ours[i], theirs[j]))
         return {"tiou": tiou, "tiou50": float(tiou >= context.limits.tiou_min - 1e-12)}, []
 
     compare_checks = (base.CompareCheck("segment_iou", "segment_iou_min", "segment_iou_min", ">="),)
@@ -184,10 +181,10 @@ class SegmentsKind(base.AnswerKind):
     def compare(
         self, baseline: Sequence[Segment], current: Sequence[Segment]
     ) -> tuple[base.Values, list[str]]:
-        tious = base.greedy_scores(
+        low, mean = base.greedy_min_mean(
             len(baseline), len(current), lambda i, j: segment_iou(baseline[i], current[j])
         )
-        return {"segment_iou_min": min(tious), "segment_iou_mean": float(np.mean(tious))}, []
+        return {"segment_iou_min": low, "segment_iou_mean": mean}, []
 
     # ---- forms: the CLI's, a drafted label's, results.jsonl's ---
 
