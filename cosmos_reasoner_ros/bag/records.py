@@ -303,6 +303,25 @@ def _points(label: str, norm: Sequence[Any], px: Sequence[Any]) -> tuple[Point2D
     )
 
 
+def _box(b: Any) -> Box2D:
+    return Box2D(
+        b.label,
+        float(b.x1_norm),
+        float(b.y1_norm),
+        float(b.x2_norm),
+        float(b.y2_norm),
+        float(b.x1_px),
+        float(b.y1_px),
+        float(b.x2_px),
+        float(b.y2_px),
+    )
+
+
+def _camera_image(item: Any) -> tuple[str, int, int]:
+    """The camera and the width x height of its image that a message's trajectory or box refers to."""
+    return item.camera, int(item.image_width), int(item.image_height)
+
+
 def record_from_msg(msg: Any, trigger_s: float = 0.0, bag: str = "", step: str = "") -> ResultRecord:
     """A ReasonerResult (rclpy or rosbags object: fields are read by name) as a ResultRecord, with the
     message's own pixel and 0-1000 values."""
@@ -326,32 +345,11 @@ def record_from_msg(msg: Any, trigger_s: float = 0.0, bag: str = "", step: str =
         choice=msg.choice,
         trajectories=tuple(
             CameraTrajectory(
-                Trajectory(t.label, _points(t.label, t.points_norm, t.points_px)),
-                t.camera,
-                int(t.image_width),
-                int(t.image_height),
+                Trajectory(t.label, _points(t.label, t.points_norm, t.points_px)), *_camera_image(t)
             )
             for t in msg.trajectories
         ),
-        boxes=tuple(
-            CameraBox(
-                Box2D(
-                    b.label,
-                    float(b.x1_norm),
-                    float(b.y1_norm),
-                    float(b.x2_norm),
-                    float(b.y2_norm),
-                    float(b.x1_px),
-                    float(b.y1_px),
-                    float(b.x2_px),
-                    float(b.y2_px),
-                ),
-                b.camera,
-                int(b.image_width),
-                int(b.image_height),
-            )
-            for b in msg.boxes
-        ),
+        boxes=tuple(CameraBox(_box(b), *_camera_image(b)) for b in msg.boxes),
         segments=tuple(
             Segment(float(s.start_offset_s), float(s.end_offset_s), s.caption) for s in msg.segments
         ),

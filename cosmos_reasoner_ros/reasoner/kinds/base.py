@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
+
 __all__ = [
     "AnswerKind",
     "AnswerText",
@@ -17,6 +19,8 @@ __all__ = [
     "GradeContext",
     "GradeLimits",
     "MetricSpec",
+    "greedy_mean",
+    "greedy_min_mean",
     "greedy_pairs",
     "greedy_scores",
 ]
@@ -201,3 +205,16 @@ def greedy_scores(n: int, m: int, score: Callable[[int, int], float]) -> list[fl
     """Pair items of two lists by the highest score first; one score per item of either list (unpaired: 0)."""
     pairs = greedy_pairs(n, m, score)
     return [s for s, _, _ in pairs] + [0.0] * ((n - len(pairs)) + (m - len(pairs)))
+
+
+def greedy_mean(n: int, m: int, score: Callable[[int, int], float]) -> float:
+    """How well two lists match as a whole: the mean of greedy_scores (0 where both lists are empty)."""
+    scores = greedy_scores(n, m, score)
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def greedy_min_mean(n: int, m: int, score: Callable[[int, int], float]) -> tuple[float, float]:
+    """The lowest and the mean of greedy_scores: a comparison's worst item and its whole (ValueError where
+    both lists are empty)."""
+    scores = greedy_scores(n, m, score)
+    return min(scores), float(np.mean(scores))

@@ -12,20 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.geometry import Box2D, norm_to_pixel
+from cosmos_reasoner_ros.reasoner.kinds import base
 from cosmos_reasoner_ros.reasoner.kinds import json_items as ji
-from cosmos_reasoner_ros.reasoner.kinds.base import (
-    AnswerKind,
-    AnswerText,
-    CompareCheck,
-    GradeContext,
-    MetricSpec,
-    Values,
-    greedy_scores,
-)
 
 __all__ = [
     "BOX_KEYS",
@@ -132,22 +122,22 @@ def _load_one(data: Mapping[str, Any]) -> CameraBox:
 
 
 IOU_METRICS = (
-    MetricSpec(
+    base.MetricSpec(
         "mean_iou", "iou", "mean", "higher", "", "box IoU with the label (boxes paired greedily, unpaired 0)"
     ),
-    MetricSpec(
+    base.MetricSpec(
         "iou50", "iou50", "share", "higher", "", "share of requests with IoU >= the label's iou_min (0.5)"
     ),
 )
 
 
-class BoxesKind(AnswerKind):
+class BoxesKind(base.AnswerKind):
     """labelled boxes in the image (0-1000 per axis)"""
 
     name = "boxes"
     slot = "boxes"
 
-    def parse(self, text: AnswerText) -> tuple[Box2D, ...]:
+    def parse(self, text: base.AnswerText) -> tuple[Box2D, ...]:
         raw = text.raw
         keyed, bare = ji.items(text.values, ITEM_KEYS)
         found: list[tuple[str, list[Any]]] = []
@@ -166,22 +156,21 @@ class BoxesKind(AnswerKind):
     metrics = IOU_METRICS
 
     def grade(
-        self, ours: Sequence[CameraBox], theirs: Sequence[Box2D], context: GradeContext
-    ) -> tuple[Values, list[str]]:
+        self, ours: Sequence[CameraBox], theirs: Sequence[Box2D], context: base.GradeContext
+    ) -> tuple[base.Values, list[str]]:
         a, b = [norm_box(x.box) for x in ours], [norm_box(x) for x in theirs]
-        scores = greedy_scores(len(a), len(b), lambda i, j: box_iou(a[i], b[j]))
-        iou = float(np.mean(scores)) if scores else 0.0
+        iou = base.greedy_mean(len(a), len(b), lambda i, j: box_iou(a[i], b[j]))
         return {"iou": iou, "iou50": float(iou >= context.limits.iou_min - 1e-12)}, []
 
-    compare_checks = (CompareCheck("box_iou", "box_iou_min", "box_iou_min", ">="),)
+    compare_checks = (base.CompareCheck("box_iou", "box_iou_min", "box_iou_min", ">="),)
 
     def compare(
         self, baseline: Sequence[CameraBox], current: Sequence[CameraBox]
-    ) -> tuple[Values, list[str]]:
-        ious = greedy_scores(
+    ) -> tuple[base.Values, list[str]]:
+        low, mean = base.greedy_min_mean(
             len(baseline), len(current), lambda i, j: box_iou(baseline[i].pixels(), current[j].pixels())
         )
-        return {"box_iou_min": min(ious), "box_iou_mean": float(np.mean(ious))}, []
+        return {"box_iou_min": low, "box_iou_mean": mean}, []
 
     # ---- forms: the CLI's, a drafted label's, results.jsonl's ---
 

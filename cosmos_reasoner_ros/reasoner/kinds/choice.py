@@ -10,15 +10,8 @@ from typing import Any
 
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.reasoner.json_scan import json_values
+from cosmos_reasoner_ros.reasoner.kinds import base
 from cosmos_reasoner_ros.reasoner.kinds import json_items as ji
-from cosmos_reasoner_ros.reasoner.kinds.base import (
-    AnswerKind,
-    AnswerText,
-    CompareCheck,
-    GradeContext,
-    MetricSpec,
-    Values,
-)
 
 __all__ = ["KIND", "ChoiceKind", "parse_choice"]
 
@@ -71,28 +64,32 @@ def _letter(values: Any) -> str:
     return str(values or "")
 
 
-class ChoiceKind(AnswerKind):
+class ChoiceKind(base.AnswerKind):
     """a multiple-choice answer's option letter (A-E)"""
 
     name = "choice"
     slot = "choice"
 
-    def parse(self, text: AnswerText) -> str:
+    def parse(self, text: base.AnswerText) -> str:
         # Under a schema the answer is one JSON value (whole_values); its letter is read from that value.
         answer = json.dumps(text.values[0]) if text.schema is not None else text.answer
         return parse_choice(answer, raw=text.raw)
 
     rank = ("accuracy", 1)
     metrics = (
-        MetricSpec("accuracy", "accuracy", "share", "higher", "", "choice letter equal to an acceptable one"),
+        base.MetricSpec(
+            "accuracy", "accuracy", "share", "higher", "", "choice letter equal to an acceptable one"
+        ),
     )
 
-    def grade(self, ours: str, theirs: str | None, context: GradeContext) -> tuple[Values, list[str]]:
+    def grade(
+        self, ours: str, theirs: str | None, context: base.GradeContext
+    ) -> tuple[base.Values, list[str]]:
         return {"accuracy": float(_same_letter(ours, theirs))}, []
 
-    compare_checks = (CompareCheck("choice", "choice_equal", "choice_equal", "=="),)
+    compare_checks = (base.CompareCheck("choice", "choice_equal", "choice_equal", "=="),)
 
-    def compare(self, baseline: str, current: str) -> tuple[Values, list[str]]:
+    def compare(self, baseline: str, current: str) -> tuple[base.Values, list[str]]:
         return {"choice_equal": float(_same_letter(baseline, current))}, []
 
     label_form = "the option letter, e.g. B"

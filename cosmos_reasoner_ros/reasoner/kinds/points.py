@@ -15,16 +15,8 @@ import numpy as np
 
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.geometry import Point2D, Trajectory, norm_to_pixel, point_pixels
+from cosmos_reasoner_ros.reasoner.kinds import base
 from cosmos_reasoner_ros.reasoner.kinds import json_items as ji
-from cosmos_reasoner_ros.reasoner.kinds.base import (
-    AnswerKind,
-    AnswerText,
-    CompareCheck,
-    GradeContext,
-    MetricSpec,
-    Project,
-    Values,
-)
 
 __all__ = ["KIND", "CameraTrajectory", "PointsKind", "discrete_frechet", "dtw_mean", "point_distances"]
 
@@ -184,7 +176,7 @@ def _with_depth(
     answer: CameraTrajectory,
     answer_px: list[tuple[float, float]],
     label_px: list[tuple[float, float]],
-    project: Project,
+    project: base.Project,
 ) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]]] | None:
     size = (answer.width, answer.height)
     a3, b3 = project(answer_px, size), project(label_px, size)
@@ -209,18 +201,18 @@ def _load_one(data: Mapping[str, Any]) -> CameraTrajectory:
     return CameraTrajectory(Trajectory(label, points), *ji.camera_image(data))
 
 
-def _tolerated(name: str) -> CompareCheck:
-    return CompareCheck(name, name, name, "<=", " px")
+def _tolerated(name: str) -> base.CompareCheck:
+    return base.CompareCheck(name, name, name, "<=", " px")
 
 
-class PointsKind(AnswerKind):
+class PointsKind(base.AnswerKind):
     """labelled 2D points in the image (0-1000 per axis), one trajectory per label"""
 
     name = "points"
     slot = "trajectories"
     path = True
 
-    def parse(self, text: AnswerText) -> tuple[Trajectory, ...]:
+    def parse(self, text: base.AnswerText) -> tuple[Trajectory, ...]:
         raw, size = text.raw, text.size
         keyed, bare = ji.items(text.values, _POINT_KEYS)
         labelled: list[tuple[str, tuple[Any, Any]]] = []
@@ -246,21 +238,23 @@ class PointsKind(AnswerKind):
 
     rank = ("ade_px", -1)
     metrics = (
-        MetricSpec("ade_px", "ade_px", "mean", "lower", "px", "average displacement of corresponding points"),
-        MetricSpec("fde_px", "fde_px", "mean", "lower", "px", "displacement of the final point"),
-        MetricSpec("frechet_px", "frechet_px", "mean", "lower", "px", "discrete Fréchet distance"),
+        base.MetricSpec(
+            "ade_px", "ade_px", "mean", "lower", "px", "average displacement of corresponding points"
+        ),
+        base.MetricSpec("fde_px", "fde_px", "mean", "lower", "px", "displacement of the final point"),
+        base.MetricSpec("frechet_px", "frechet_px", "mean", "lower", "px", "discrete Fréchet distance"),
     )
     extra_metrics = (
-        MetricSpec(
+        base.MetricSpec(
             "ade_m", "ade_m", "mean", "lower", "m", "average displacement in 3D (depth back-projection)"
         ),
-        MetricSpec("fde_m", "fde_m", "mean", "lower", "m", "final displacement in 3D"),
-        MetricSpec("frechet_m", "frechet_m", "mean", "lower", "m", "discrete Fréchet distance in 3D"),
+        base.MetricSpec("fde_m", "fde_m", "mean", "lower", "m", "final displacement in 3D"),
+        base.MetricSpec("frechet_m", "frechet_m", "mean", "lower", "m", "discrete Fréchet distance in 3D"),
     )
 
     def grade(
-        self, ours: Sequence[CameraTrajectory], theirs: Sequence[Trajectory], context: GradeContext
-    ) -> tuple[Values, list[str]]:
+        self, ours: Sequence[CameraTrajectory], theirs: Sequence[Trajectory], context: base.GradeContext
+    ) -> tuple[base.Values, list[str]]:
         pairs = _by_label(ours, theirs)
         notes = []
         if len(ours) != len(theirs):
@@ -292,7 +286,7 @@ class PointsKind(AnswerKind):
 
     def compare(
         self, baseline: Sequence[CameraTrajectory], current: Sequence[CameraTrajectory]
-    ) -> tuple[Values, list[str]]:
+    ) -> tuple[base.Values, list[str]]:
         notes = []
         if len(baseline) != len(current):
             notes.append(f"trajectories: {len(baseline)} in the baseline, {len(current)} now")

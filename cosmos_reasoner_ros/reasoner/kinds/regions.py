@@ -17,16 +17,8 @@ import numpy as np
 
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.geometry import Box2D
-from cosmos_reasoner_ros.reasoner.kinds import boxes
+from cosmos_reasoner_ros.reasoner.kinds import base, boxes
 from cosmos_reasoner_ros.reasoner.kinds import json_items as ji
-from cosmos_reasoner_ros.reasoner.kinds.base import (
-    AnswerKind,
-    AnswerText,
-    GradeContext,
-    MetricSpec,
-    Values,
-    greedy_pairs,
-)
 from cosmos_reasoner_ros.reasoner.kinds.text import text_similarity
 
 __all__ = ["KIND", "RegionsKind"]
@@ -38,19 +30,19 @@ def _paired(a: Sequence[Box2D], b: Sequence[Box2D]) -> tuple[list[float], list[f
     """(IoU, caption similarity) of each pair of regions paired by IoU, and the number of slots (pairs plus
     the regions of either side left unpaired). Boxes that do not overlap are not one region: similarity 0."""
     na, nb = [boxes.norm_box(x) for x in a], [boxes.norm_box(x) for x in b]
-    pairs = greedy_pairs(len(a), len(b), lambda i, j: boxes.box_iou(na[i], nb[j]))
+    pairs = base.greedy_pairs(len(a), len(b), lambda i, j: boxes.box_iou(na[i], nb[j]))
     ious = [iou for iou, _, _ in pairs]
     similar = [text_similarity(a[i].label, b[j].label) if iou > 0 else 0.0 for iou, i, j in pairs]
     return ious, similar, len(a) + len(b) - len(pairs)
 
 
-class RegionsKind(AnswerKind):
+class RegionsKind(base.AnswerKind):
     """regions of the image, each a box with a free-text caption (describe anything)"""
 
     name = "regions"
     slot = "boxes"
 
-    def parse(self, text: AnswerText) -> tuple[Box2D, ...]:
+    def parse(self, text: base.AnswerText) -> tuple[Box2D, ...]:
         raw = text.raw
         keyed, _ = ji.items(text.values, boxes.ITEM_KEYS)
         found: list[tuple[str, list[Any]]] = []
@@ -68,7 +60,7 @@ class RegionsKind(AnswerKind):
 
     rank = ("region", 1)
     metrics = (
-        MetricSpec(
+        base.MetricSpec(
             "mean_region",
             "region",
             "mean",
@@ -77,7 +69,7 @@ class RegionsKind(AnswerKind):
             "IoU times caption similarity of regions paired by IoU (unpaired 0)",
         ),
         *boxes.IOU_METRICS,
-        MetricSpec(
+        base.MetricSpec(
             "caption_similarity",
             "caption_similarity",
             "mean",
@@ -85,7 +77,7 @@ class RegionsKind(AnswerKind):
             "",
             "word similarity of the captions of regions paired by IoU (unpaired or apart: 0)",
         ),
-        MetricSpec(
+        base.MetricSpec(
             "caption_match",
             "caption_match",
             "share",
@@ -96,8 +88,8 @@ class RegionsKind(AnswerKind):
     )
 
     def grade(
-        self, ours: Sequence[boxes.CameraBox], theirs: Sequence[Box2D], context: GradeContext
-    ) -> tuple[Values, list[str]]:
+        self, ours: Sequence[boxes.CameraBox], theirs: Sequence[Box2D], context: base.GradeContext
+    ) -> tuple[base.Values, list[str]]:
         ious, similar, slots = _paired([x.box for x in ours], theirs)
         if not slots:
             return self.unanswered, []
@@ -114,7 +106,7 @@ class RegionsKind(AnswerKind):
 
     def compare(
         self, baseline: Sequence[boxes.CameraBox], current: Sequence[boxes.CameraBox]
-    ) -> tuple[Values, list[str]]:
+    ) -> tuple[base.Values, list[str]]:
         ious, similar, slots = _paired([x.box for x in baseline], [x.box for x in current])
         scores = ious + [0.0] * (slots - len(ious))
         captions = similar + [0.0] * (slots - len(similar))

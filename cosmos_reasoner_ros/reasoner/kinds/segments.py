@@ -14,19 +14,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from cosmos_reasoner_ros.errors import ParseError
+from cosmos_reasoner_ros.reasoner.kinds import base
 from cosmos_reasoner_ros.reasoner.kinds import json_items as ji
-from cosmos_reasoner_ros.reasoner.kinds.base import (
-    AnswerKind,
-    AnswerText,
-    CompareCheck,
-    GradeContext,
-    MetricSpec,
-    Values,
-    greedy_scores,
-)
 
 __all__ = ["KIND", "Segment", "SegmentsKind", "parse_time", "segment_iou"]
 
@@ -143,14 +133,14 @@ def segment_iou(a: Segment, b: Segment) -> float:
     return inter / union
 
 
-class SegmentsKind(AnswerKind):
+class SegmentsKind(base.AnswerKind):
     """time segments of the clip with captions (seconds from the clip's start)"""
 
     name = "segments"
     slot = "segments"
     timed = True
 
-    def parse(self, text: AnswerText) -> tuple[Segment, ...]:
+    def parse(self, text: base.AnswerText) -> tuple[Segment, ...]:
         raw = text.raw
         keyed, bare = ji.items(text.values, (*_START_KEYS, *_TIME_KEYS))
         segments: list[Segment] = []
@@ -172,26 +162,29 @@ class SegmentsKind(AnswerKind):
 
     rank = ("tiou", 1)
     metrics = (
-        MetricSpec(
+        base.MetricSpec(
             "mean_tiou", "tiou", "mean", "higher", "", "temporal IoU (segments paired greedily, unpaired 0)"
         ),
-        MetricSpec(
+        base.MetricSpec(
             "tiou50", "tiou50", "share", "higher", "", "share of requests with tIoU >= the label's tiou_min"
         ),
     )
 
     def grade(
-        self, ours: Sequence[Segment], theirs: Sequence[Segment], context: GradeContext
-    ) -> tuple[Values, list[str]]:
-        scores = greedy_scores(len(ours), len(theirs), lambda i, j: segment_iou(ours[i], theirs[j]))
-        tiou = float(np.mean(scores)) if scores else 0.0
+        self, ours: Sequence[Segment], theirs: Sequence[Segment], context: base.GradeContext
+    ) -> tuple[base.Values, list[str]]:
+        tiou = base.greedy_mean(len(ours), len(theirs), lambda i, j: segment_iou(ours[i], theirs[j]))
         return {"tiou": tiou, "tiou50": float(tiou >= context.limits.tiou_min - 1e-12)}, []
 
-    compare_checks = (CompareCheck("segment_iou", "segment_iou_min", "segment_iou_min", ">="),)
+    compare_checks = (base.CompareCheck("segment_iou", "segment_iou_min", "segment_iou_min", ">="),)
 
-    def compare(self, baseline: Sequence[Segment], current: Sequence[Segment]) -> tuple[Values, list[str]]:
-        tious = greedy_scores(len(baseline), len(current), lambda i, j: segment_iou(baseline[i], current[j]))
-        return {"segment_iou_min": min(tious), "segment_iou_mean": float(np.mean(tious))}, []
+    def compare(
+        self, baseline: Sequence[Segment], current: Sequence[Segment]
+    ) -> tuple[base.Values, list[str]]:
+        low, mean = base.greedy_min_mean(
+            len(baseline), len(current), lambda i, j: segment_iou(baseline[i], current[j])
+        )
+        return {"segment_iou_min": low, "segment_iou_mean": mean}, []
 
     # ---- forms: the CLI's, a drafted label's, results.jsonl's ---
 

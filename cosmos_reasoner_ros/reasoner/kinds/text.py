@@ -9,14 +9,7 @@ import re
 import unicodedata
 from typing import Any
 
-from cosmos_reasoner_ros.reasoner.kinds.base import (
-    AnswerKind,
-    AnswerText,
-    CompareCheck,
-    GradeContext,
-    MetricSpec,
-    Values,
-)
+from cosmos_reasoner_ros.reasoner.kinds import base
 
 __all__ = ["KIND", "TextKind", "text_similarity"]
 
@@ -36,7 +29,7 @@ def text_similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, wa, wb, autojunk=False).ratio()
 
 
-class TextKind(AnswerKind):
+class TextKind(base.AnswerKind):
     """the answer in words"""
 
     name = "text"
@@ -44,15 +37,15 @@ class TextKind(AnswerKind):
     structured = False
     free_text = True
 
-    def parse(self, text: AnswerText) -> str:
+    def parse(self, text: base.AnswerText) -> str:
         return text.answer
 
     rank = ("similarity", 1)
     metrics = (
-        MetricSpec(
+        base.MetricSpec(
             "match", "match", "share", "higher", "", "answer words match an acceptable answer (>= match_min)"
         ),
-        MetricSpec(
+        base.MetricSpec(
             "similarity",
             "similarity",
             "mean",
@@ -62,13 +55,13 @@ class TextKind(AnswerKind):
         ),
     )
 
-    def grade(self, ours: str, theirs: str, context: GradeContext) -> tuple[Values, list[str]]:
+    def grade(self, ours: str, theirs: str, context: base.GradeContext) -> tuple[base.Values, list[str]]:
         similarity = text_similarity(ours, theirs)
         return {"similarity": similarity, "match": float(similarity >= context.limits.match_min - 1e-12)}, []
 
-    compare_checks = (CompareCheck("text_similarity", "text_similarity", "text_similarity_min", ">="),)
+    compare_checks = (base.CompareCheck("text_similarity", "text_similarity", "text_similarity_min", ">="),)
 
-    def compare(self, baseline: str, current: str) -> tuple[Values, list[str]]:
+    def compare(self, baseline: str, current: str) -> tuple[base.Values, list[str]]:
         return {"text_similarity": text_similarity(baseline, current)}, []
 
     label_form = "the answer in words"
