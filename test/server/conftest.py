@@ -5,15 +5,39 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.fake_vllm import FAKE_VLLM
 from support.supervisor_process import StartSupervisor, SupervisorProcess, alive, recorded_pids, wait_for
 
 # A server group the supervisor stopped is gone at once, one its reaper took within a second or two; generous
 # beside other work.
 GONE_S = 30.0
+
+
+@pytest.fixture
+def fake_vllm(tmp_path: Path) -> Path:
+    script = tmp_path / "fake-vllm"
+    # -S: no site packages (no ROS wheels' re-exec): the recorded pid is the process the supervisor started.
+    script.write_text(f"#!{sys.executable} -S\n{FAKE_VLLM}")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "config.json").write_text(
+        "{}"
+    )  # the model directory the tests name (tmp_path) is a checkpoint
+    return script
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers(tmp_path: Path) -> Iterator[None]:
+    """Whatever a failing test leaves behind: the stand-in servers' process groups."""
+    yield
+    for pid in recorded_pids(tmp_path / "record.jsonl"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 @pytest.fixture

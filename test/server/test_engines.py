@@ -7,7 +7,6 @@ and the supervisor against a stand-in shaped like vLLM's data-parallel process t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -17,7 +16,6 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -330,14 +328,6 @@ def test_group_activity_names_the_stopped_members() -> None:
 @pytest.fixture
 def fake_dp(tmp_path: Path) -> Path:
     return write_fake_dp_vllm(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(tmp_path: Path) -> Iterator[None]:
-    yield
-    for record in records(tmp_path / "record.jsonl"):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(record["pid"], signal.SIGKILL)
 
 
 def _supervisor(

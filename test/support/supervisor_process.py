@@ -165,3 +165,24 @@ def recorded_pids(path: Path) -> list[int]:
 
 # What the server tests' `start_supervisor` fixture (test/server/conftest.py) gives: start(config, env).
 StartSupervisor = Callable[[Path, dict[str, str]], "SupervisorProcess"]
+
+
+def reaper_pid(supervisor_pid: int) -> int:
+    """The reaper the supervisor started (a child of it in a session of its own)."""
+    found = running_reaper(supervisor_pid)
+    if found is None:
+        raise AssertionError(f"no reaper among the children of {supervisor_pid}")
+    return found
+
+
+def running_reaper(supervisor_pid: int) -> int | None:
+    # Children of every thread: the supervisor's loop (which starts the reaper) runs on a thread of its own.
+    children: list[int] = []
+    for task in Path(f"/proc/{supervisor_pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            children += map(int, (task / "children").read_text().split())
+    for child in children:
+        with contextlib.suppress(OSError):
+            if b"reaper.py" in Path(f"/proc/{child}/cmdline").read_bytes() and alive(child):
+                return child
+    return None
