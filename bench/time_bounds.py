@@ -91,7 +91,7 @@ def read_timeout_end(media: Path) -> float:
 
 
 def external_gives_up() -> float:
-    """test/server/test_server.py::test_external_mode_gives_up_when_nothing_answers: exit 6, how soon."""
+    """test/server/test_supervisor.py::test_external_mode_gives_up_when_nothing_answers: exit 6, how soon."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -11,7 +11,7 @@ unexpectedly."), unless FAKE_DP_KEEP_SERVING is set (requests to the dead engine
 
 An engine on SIGUSR1: FAKE_DP_USR1=hang stops answering and sleeps (state S, no CPU), =busy stops answering
 and spins (CPU). SIGSTOP stops it as any process. Records {pid, engines, workers, api_servers} to
-FAKE_VLLM_RECORD (one JSON line per start), as test_server's stand-in does.
+FAKE_VLLM_RECORD (one JSON line per start), as support/fake_vllm.py's stand-in does.
 """
 
 from __future__ import annotations
