@@ -32,7 +32,8 @@ class ServerWatch:
         self.engines_said: set[int] = set()
 
     def check(self) -> str | None:
-        """One check: why the server is frozen, '' while it is not, None on stop."""
+        """One check: why the server is frozen, '' while it is not, None on stop. An engine that made no
+        progress while a process of the group is seen stopped (state T) has the stop named as its cause."""
         s = self.settings
         processes = watchdog.group_processes(self._pgid)
         activity = watchdog.activity_of(processes)
@@ -58,7 +59,13 @@ class ServerWatch:
         why = self.health.frozen(now)
         if why or not ok or self.engines is None:
             return why
-        self.engines.check(now, processes if activity is not None else None)
+        why = self._engines_frozen(now, processes if activity is not None else None)
+        # An engine condemned while a process of the group is stopped: the stop is the cause given.
+        return (self.stopped.seen(now) or why) if why else why
+
+    def _engines_frozen(self, now: float, processes: list[watchdog.GroupProcess] | None) -> str:
+        assert self.engines is not None
+        self.engines.check(now, processes)
         busy = set(self.engines.watch.busy(now))
         for rank in sorted(busy - self.engines_said):
             quiet = self.engines.watch.quiet_for(rank, now)

@@ -459,11 +459,24 @@ class StoppedMembers:
         grace."""
         if self.grace_s <= 0:
             return ""
-        overdue = [
-            (now - since, key)
-            for key, (since, checks) in self._since.items()
-            if checks >= 2 and now - since > self.grace_s
-        ]
+        return self._named(
+            now,
+            [
+                key
+                for key, (since, checks) in self._since.items()
+                if checks >= 2 and now - since > self.grace_s
+            ],
+        )
+
+    def seen(self, now: float) -> str:
+        """The processes seen stopped at the last check, named as `frozen` names them, past the grace or not
+        ('' when none): the cause to give when another rule condemns the server meanwhile. The rules race on a
+        loaded machine (an engine stopped with work pending also makes no progress), and the stop is the more
+        specific finding."""
+        return self._named(now, list(self._since)) if self.grace_s > 0 else ""
+
+    def _named(self, now: float, keys: list[tuple[int, str]]) -> str:
+        overdue = [(now - self._since[key][0], key) for key in keys]
         if not overdue:
             return ""
         longest, key = max(overdue)
