@@ -19,6 +19,10 @@ from support.processes import SESSION_VAR, TEST_DOMAINS, reserved_domain, stop_l
 from cosmos_reasoner_ros.bag.files.make import source_frames
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 
+# CPU time by test folder at the session's end, for planning CI's sections (.ci/run turns it on).
+if os.environ.get("COSMOS_REASONER_CPU_REPORT") == "1":
+    pytest_plugins = ["support.cpu_report"]
+
 # Isolate DDS traffic: only this machine, and domains no other concurrent test session uses.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
