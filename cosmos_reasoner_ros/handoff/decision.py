@@ -17,7 +17,9 @@ sequences):
   instead of being refused; the age gate still holds it to max_age_s.
 - Stop (deactivate, cleanup, shutdown): nothing is taken, proposed or sent until activate; under on_stop
   cancel the goal in flight is cancelled (its end still comes back as a goal event).
-- Feedback: each goal's feedback is a decision at most every FEEDBACK_PERIOD_S (steady clock)."""
+- Feedback: each goal's feedback is a decision at most every FEEDBACK_PERIOD_S (steady clock).
+- A goal's response lost: none within goal_response_timeout_s (steady clock) ends the goal as goal_rejected
+  and cancels it by its id; a response after that is no second decision (accepted: cancelled at once)."""
 
 from __future__ import annotations
 
@@ -99,6 +101,7 @@ class Handoff(GoalEvents):
         self._proposal: Proposal | None = None
         self._goal: Goal | None = None
         self._old_goals: collections.OrderedDict[str, Goal] = collections.OrderedDict()
+        self._given_up: collections.OrderedDict[str, Goal] = collections.OrderedDict()
         self._latest_ns = 0  # the clip end of the newest path sent or proposed
         self._counts: collections.Counter[str] = collections.Counter()
         self._refused: collections.Counter[str] = collections.Counter()
@@ -195,7 +198,8 @@ class Handoff(GoalEvents):
     def tick(self, now_ns: int) -> Step:
         """The clock: a validation unanswered for server_timeout_s, a proposal unconfirmed until its answer is
         older than max_age_s, and a clip's answers still incomplete then, are refused; a path waiting for
-        discovery goes on once its server is there, or is refused when the window or its age ran out."""
+        discovery goes on once its server is there, or is refused when the window or its age ran out; a goal
+        with no response for goal_response_timeout_s is given up (goal_rejected) and cancelled."""
         s = self.settings
         step = Step()
         with self._lock:
@@ -229,6 +233,7 @@ class Handoff(GoalEvents):
                 group = self._groups[clip_id]
                 if ns_to_seconds(now_ns - group[0].observed_ns) > s.max_age_s:
                     step += self._incomplete(clip_id, now_ns)
+            step += self._overdue(now_ns)
             return self._record(step)
 
     # -- the goal's events (the ROS edge reports them) ---------------------------------------------------
@@ -427,7 +432,7 @@ class Handoff(GoalEvents):
         if not answer.passed:
             return self._refuse(answer, now_ns, cancel=False)
         previous = self._goal
-        self._goal = Goal(answer)
+        self._goal = Goal(answer, sent_at=self._clock())
         preempts = ""
         if previous is not None:
             self._old_goals[previous.answer.request_id] = previous

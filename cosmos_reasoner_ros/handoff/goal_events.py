@@ -1,6 +1,7 @@
 """Nav2's answers about the goals the handoff sent, as decisions: a goal's response (accepted, rejected), its
 feedback (a decision at most every FEEDBACK_PERIOD_S), its result (succeeded, canceled, preempted by a newer
-goal, failed); and how every decision is made and counted. Handoff (decision.py) is built on it and owns the
+goal, failed), its response lost (none within goal_response_timeout_s: given up as rejected, and cancelled by
+its goal id); and how every decision is made and counted. Handoff (decision.py) is built on it and owns the
 state it reads (set in Handoff.__init__)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = ["FEEDBACK_PERIOD_S", "STOPPED", "GoalEvents"]
 
 K = DecisionKind
 FEEDBACK_PERIOD_S = 0.5  # [s] a goal's feedback is published as a decision at most this often (2 Hz)
+_MAX_GIVEN_UP = 16  # goals given up (no response in time) whose late response is still cancelled, at most
 STOPPED = "stopped"  # the refusals counted without a failed gate: the node stopped before the path was sent
 
 
@@ -30,6 +32,7 @@ class GoalEvents:
     _clock: Callable[[], float]
     _goal: Goal | None
     _old_goals: collections.OrderedDict[str, Goal]
+    _given_up: collections.OrderedDict[str, Goal]
     _counts: collections.Counter[str]
     _refused: collections.Counter[str]
     _last: HandoffDecision | None
@@ -39,7 +42,7 @@ class GoalEvents:
         with self._lock:
             goal = self._find_goal(request_id)
             if goal is None:
-                return Step()
+                return self._late_response(request_id, accepted)
             if not accepted:
                 self._forget_goal(goal)
                 why = detail or "Nav2 rejected the goal"
@@ -73,6 +76,7 @@ class GoalEvents:
         with self._lock:
             goal = self._find_goal(request_id)
             if goal is None:
+                self._given_up.pop(request_id, None)  # a late goal's end: its final decision was made
                 return Step()
             current = goal is self._goal
             self._forget_goal(goal)
@@ -89,6 +93,38 @@ class GoalEvents:
                 goal, kind, why, now_ns, final=True, error_code=error_code, error_msg=error_msg
             )
             return self._record(step)
+
+    def _late_response(self, request_id: str, accepted: bool) -> Step:
+        """A response after its goal was given up (or about no goal at all): the goal's one final decision
+        was made then; accepted after all, it is cancelled at once (by its handle now), rejected: nothing."""
+        given_up = self._given_up.pop(request_id, None)
+        if given_up is None or not accepted:
+            return Step()
+        return Step(commands=(CancelGoal(request_id),))
+
+    def _overdue(self, now_ns: int) -> Step:
+        """Each goal sent with no response for goal_response_timeout_s (steady clock; the response lost,
+        e.g. dropped by DDS before the reader matched) is given up: its final decision goal_rejected, and a
+        cancel by its goal id, in case Nav2 got it and drives; a later response is _late_response's."""
+        limit = self.settings.goal_response_timeout_s
+        now = self._clock()
+        goals = ([self._goal] if self._goal is not None else []) + list(self._old_goals.values())
+        step = Step()
+        for goal in goals:
+            if goal.accepted or goal.sent_at is None or now - goal.sent_at < limit:
+                continue
+            self._forget_goal(goal)
+            request_id = goal.answer.request_id
+            self._given_up[request_id] = goal
+            while len(self._given_up) > _MAX_GIVEN_UP:
+                self._given_up.popitem(last=False)
+            why = (
+                f"no response from {self.settings.action} within goal_response_timeout_s ({limit:g} s): given"
+                " up, and cancelled by its goal id"
+            )
+            step += self._goal_event(goal, K.GOAL_REJECTED, why, now_ns, final=True)
+            step += Step(commands=(CancelGoal(request_id),))
+        return step
 
     def goal_in_flight(self) -> bool:
         """A goal was sent and Nav2 has not ended it (nor rejected it) yet."""

@@ -73,6 +73,7 @@ class HandoffSettings:
     progress_checker_id: str = _DEFAULTS["progress_checker_id"]
     behavior_tree: str = _DEFAULTS["behavior_tree"]
     server_timeout_s: float = _DEFAULTS["server_timeout_s"]
+    goal_response_timeout_s: float = _DEFAULTS["goal_response_timeout_s"]
     discovery_timeout_s: float = _DEFAULTS["discovery_timeout_s"]
 
     @property

@@ -87,6 +87,7 @@ class Goal:
     distance: float = 0.0
     speed: float = 0.0
     feedback_at: float | None = None  # the steady clock's time of the last feedback decision
+    sent_at: float | None = None  # the steady clock's time it was sent (None: never sent, a dry run's)
 
 
 @dataclass(frozen=True)

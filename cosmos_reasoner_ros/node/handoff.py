@@ -9,7 +9,8 @@ validate_path): a robot without Nav2 runs the node unchanged. After activate a p
 discovery_timeout_s for Nav2 to be discovered; Nav2 still absent then: one warning, and each path is refused
 at the server gate until it appears; the node works on. When the node stops (deactivate, cleanup, shutdown,
 a signal's shutdown) the goal it sent is cancelled (on_stop cancel) and Nav2's answer awaited, bounded by
-server_timeout_s.
+server_timeout_s. Each goal is sent with a goal id of its own, kept per request: a goal whose response is lost
+(given up after goal_response_timeout_s) or not yet come is cancelled by that id.
 """
 
 from __future__ import annotations
@@ -17,16 +18,18 @@ from __future__ import annotations
 import collections
 import threading
 import time
+import uuid
 from typing import Any
 
 from action_msgs.msg import GoalStatus
-from rclpy.action.client import ActionClient
+from rclpy.action.client import ActionClient, ClientGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo
+from unique_identifier_msgs.msg import UUID
 
 from cosmos_reasoner_ros.geometry import BasePath, Intrinsics, transform_path
 from cosmos_reasoner_ros.handoff import (
@@ -53,6 +56,7 @@ __all__ = ["HandoffEdge"]
 
 _TICK_S = 0.1  # [s] the handoff's clock: validations unanswered, proposals unconfirmed, clips incomplete
 _KEPT = 200  # decisions kept for inspection (tests, benchmarks)
+_GOAL_IDS_KEPT = 64  # goal ids of the newest goals sent (a goal given up may still be accepted late)
 _STATUSES = {
     GoalStatus.STATUS_SUCCEEDED: "succeeded",
     GoalStatus.STATUS_ABORTED: "aborted",
@@ -105,11 +109,14 @@ class HandoffEdge:
         self._info_problem = ""  # why the newest CameraInfo is unusable ("": usable, or none yet)
         self._info_frame = ""
         self._handles: dict[str, Any] = {}  # request id -> the goal's ClientGoalHandle
+        # request id -> the goal id it was sent with (a goal with no response is cancelled by it)
+        self._goal_ids: collections.OrderedDict[str, UUID] = collections.OrderedDict()
         self.decisions: collections.deque[HandoffDecision] = collections.deque(maxlen=_KEPT)
         group = MutuallyExclusiveCallbackGroup()
         self._nav2_problem = ""
         self._types: tuple[Any, Any, Any] | None = None
         self._action: ActionClient | None = None
+        self._action_type: Any = None  # FollowPath or NavigateToPose
         self._path_valid: Any = None
         if settings.sends or settings.validate_path:
             found = _nav2_interfaces()
@@ -123,6 +130,7 @@ class HandoffEdge:
                 follow_path, navigate_to_pose, is_path_valid = found
                 if settings.sends:
                     kind = follow_path if settings.mode == "follow_path" else navigate_to_pose
+                    self._action_type = kind
                     self._action = ActionClient(node, kind, settings.action, callback_group=group)
                 if settings.validate_path:
                     self._path_valid = node.create_client(
@@ -304,9 +312,17 @@ class HandoffEdge:
         return f"no IsPathValid service on {self._settings.is_path_valid_service} (Nav2's planner server)"
 
     def _carry_out(self, step: Step) -> None:
-        """Publish the decisions, then the commands: ask IsPathValid, send or cancel a goal."""
+        """Publish the decisions, then the commands: ask IsPathValid, send or cancel a goal. A `cancel` of a
+        goal with no response yet is also asked by its goal id at once (the core asks again once the goal is
+        accepted): its response may be lost while Nav2 drives."""
         for decision in step.decisions:
             self._publish(decision)
+        for decision in step.decisions:
+            if decision.decision == DecisionKind.CANCEL:
+                with self._lock:
+                    unanswered = decision.request_id not in self._handles
+                if unanswered:
+                    self._carry_out(Step(commands=(CancelGoal(decision.request_id),)))
         for command in step.commands:
             try:
                 if isinstance(command, ValidatePath):
@@ -427,6 +443,8 @@ class HandoffEdge:
                 self._carry_out(self.handoff.goal_response(rid, False, self._now(), f"no response: {exc!r}"))
                 return
             if not handle.accepted:
+                with self._lock:
+                    self._goal_ids.pop(rid, None)
                 self._carry_out(self.handoff.goal_response(rid, False, self._now()))
                 return
             with self._lock:
@@ -437,6 +455,7 @@ class HandoffEdge:
         def ended(future: Any) -> None:
             with self._lock:
                 self._handles.pop(rid, None)
+                self._goal_ids.pop(rid, None)
             try:
                 answer = future.result()
                 status = _STATUSES.get(answer.status, "unknown")
@@ -446,13 +465,36 @@ class HandoffEdge:
                 status, code, message = "unknown", 0, f"no result: {exc!r}"
             self._carry_out(self.handoff.goal_result(rid, status, code, message, self._now()))
 
-        self._action.send_goal_async(goal, feedback_callback=feedback).add_done_callback(responded)
+        goal_id = UUID(uuid=list(uuid.uuid4().bytes))
+        with self._lock:
+            self._goal_ids[rid] = goal_id
+            while len(self._goal_ids) > _GOAL_IDS_KEPT:
+                self._goal_ids.popitem(last=False)
+        future = self._action.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_id)
+        future.add_done_callback(responded)
 
     def _cancel(self, command: CancelGoal) -> None:
+        """By the goal's handle once its response came, else by the goal id it was sent with."""
         with self._lock:
             handle = self._handles.get(command.request_id)
+            goal_id = self._goal_ids.get(command.request_id)
+        if handle is None and goal_id is not None and self._action is not None:
+            handle = self._handle_of(goal_id)
         if handle is not None:
             handle.cancel_goal_async()
+
+    def _handle_of(self, goal_id: UUID) -> ClientGoalHandle:
+        """A handle of a goal whose response has not come (or never will), to cancel it by its id. rclpy's
+        ActionClient cancels only through a ClientGoalHandle (its _cancel_goal_async, Jazzy and Kilted, checks
+        the type and reads only goal_id), and offers no cancel by id; the handle normally comes with the
+        response, the part that was lost. ClientGoalHandle's public constructor makes one of the id and an
+        accepted response of our own; the client never registers it (only a response it takes does), so its
+        status and result stay the real handle's. The request sent is the same action_msgs/CancelGoal by
+        goal id that a real handle sends."""
+        assert self._action is not None
+        response = self._action_type.Impl.SendGoalService.Response()
+        response.accepted = True
+        return ClientGoalHandle(self._action, goal_id, response)
 
     # -- diagnostics -------------------------------------------------------------------------------------
 

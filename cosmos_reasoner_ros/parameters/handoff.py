@@ -245,6 +245,15 @@ HANDOFF_RECORDS: tuple[Parameter, ...] = (
         (0.05, 600.0),
         ("longest wait for an answer of Nav2: IsPathValid's, and a goal's end after the cancel at stop"),
     ),
+    seconds(
+        "goal_response_timeout_s",
+        5.0,
+        (0.05, 600.0),
+        (
+            "longest wait for Nav2's response to a goal sent (accepted or rejected): none by then (a response"
+            " lost on a loaded robot) ends it as goal_rejected and cancels it by its goal id"
+        ),
+    ),
     Parameter(
         "discovery_timeout_s",
         float,

@@ -292,6 +292,9 @@ class HandoffMachine(RuleBasedStateMachine):
             agreement_max_spread_m=0.3,
             on_refusal=policy,
             server_timeout_s=0.5,
+            # Nav2 answers every goal here, however late (40 steps of at most 1.2 s); a response lost is
+            # test_goal_response.py's machine.
+            goal_response_timeout_s=600.0,
         )
         self.server = server
         self.handoff = Handoff(

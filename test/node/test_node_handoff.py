@@ -702,6 +702,80 @@ def test_deactivate_cancels_the_goal_the_node_sent_and_reports_nav2_s_answer(
         wait_until(lambda: nav2.controller.received[0].status == "canceled", 10.0, "the stand-in's record")
 
 
+RESPONSE_TIMEOUT_S = 1.0  # handoff.goal_response_timeout_s in the tests of a withheld response
+SLACK_S = 6.0  # the handoff's tick (0.1 s) and a loaded machine's delays (CI ran at load 17)
+
+
+@pytest.mark.parametrize("response", ["lost", "late"])
+def test_a_goal_whose_response_is_withheld_is_given_up_and_cancelled_by_its_id(
+    tmp_path: Path, harness_factory: Any, response: str
+) -> None:
+    """CI, Kilted, load 17: the controller server got the goal but its response was dropped (Fast DDS, the
+    node's reader not matched yet), and the decision stayed `sent` for ever with nothing to cancel. Against a
+    stand-in that withholds the response (never, or 2.5 s, past goal_response_timeout_s 1 s): the decisions
+    end in goal_rejected "no response" within the deadline plus slack, the stand-in receives a cancel naming
+    the goal id it got, and a late acceptance is cancelled by its handle with no second decision."""
+    late_s = 2.5 if response == "late" else None
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
+        nav2_standins(withheld="/follow_path", respond_after_s=late_s) as nav2,
+    ):
+        withheld = nav2.withheld
+        assert withheld is not None
+        params = handoff_params(tmp_path, server.base_url, goal_response_timeout_s=RESPONSE_TIMEOUT_S)
+        t = Handoff(harness_factory(params))
+        t.sees_nav2()
+        rid = t.h.trigger_id()
+        assert t.h.result_for(rid).handoff.decision == "sent"
+        sent = t.event(rid, "sent")
+        given_up = t.event(rid, "goal_rejected", timeout_s=RESPONSE_TIMEOUT_S + SLACK_S + 30.0)
+        assert given_up.reason == (
+            f"no response from /follow_path within goal_response_timeout_s ({RESPONSE_TIMEOUT_S:g} s): given "
+            "up, and cancelled by its goal id"
+        )
+        waited_s = (time_to_ns(given_up.header.stamp) - time_to_ns(sent.header.stamp)) / 1e9
+        assert RESPONSE_TIMEOUT_S <= waited_s <= RESPONSE_TIMEOUT_S + SLACK_S, waited_s
+        (goal_id,) = wait_until(lambda: list(withheld.goal_ids), 10.0, "the goal at the stand-in")
+        wait_until(lambda: goal_id in withheld.cancel_ids, 10.0, "a cancel naming the goal's id")
+        if response == "late":
+            # Accepted after it was given up: cancelled again, by the handle the response brought.
+            wait_until(lambda: withheld.responded == [goal_id], 30.0, "the late acceptance")
+            wait_until(lambda: withheld.cancel_ids.count(goal_id) >= 2, 10.0, "the late goal's cancel")
+        else:
+            assert withheld.responded == []
+        assert set(withheld.cancel_ids) == {goal_id}
+        wait_until(lambda: not t.h.node.handoff.handoff.goal_in_flight(), 10.0, "no goal in flight")
+        # One final decision, and nothing after it (nor a goal_accepted, however late the response).
+        assert [k for k in t.kinds(rid) if k != "goal_feedback"] == ["sent", "goal_rejected"]
+
+
+def test_the_stop_cancels_a_goal_with_no_response_by_its_id(tmp_path: Path, harness_factory: Any) -> None:
+    """A goal sent but unanswered when the node stops (on_stop cancel): there is no handle to cancel with,
+    and the response may be lost while Nav2 drives: the cancel is asked by the goal's id at once, and the
+    stop waits up to server_timeout_s, as for any goal."""
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
+        nav2_standins(withheld="/follow_path") as nav2,
+    ):
+        withheld = nav2.withheld
+        assert withheld is not None
+        params = handoff_params(tmp_path, server.base_url, goal_response_timeout_s=120.0)
+        t = Handoff(harness_factory(params))
+        t.sees_nav2()
+        rid = t.h.trigger_id()
+        assert t.h.result_for(rid).handoff.decision == "sent"
+        (goal_id,) = wait_until(lambda: list(withheld.goal_ids), 20.0, "the goal at the stand-in")
+        assert withheld.cancel_ids == []
+        assert t.h.node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        assert t.event(rid, "cancel").reason == "the node stops (deactivate); on_stop is cancel"
+        wait_until(lambda: goal_id in withheld.cancel_ids, 10.0, "a cancel naming the goal's id")
+        assert set(withheld.cancel_ids) == {goal_id}
+
+
 def test_sigint_cancels_the_goal_of_a_node_process(tmp_path: Path) -> None:
     """Finding 4, as a robot runs it: reasoner_node in a process of its own, a goal running at the stand-in
     controller server, SIGINT. The stand-in sees the cancel, the node reports it and exits with 0."""

@@ -10,7 +10,11 @@ navigator's NavigateToPose and the planner server's IsPathValid, built on the na
   message, or not at all (`hang`, until cancelled or preempted), after `duration_s` of feedback;
 - a server that is not active rejects goals; an absent one is simply not created;
 - IsPathValid answers valid, or invalid with pose indices, after a delay (a silent planner: longer than the
-  caller waits).
+  caller waits);
+- a controller server whose goal responses are withheld (WithheldResponses: the response lost, as Fast DDS
+  dropped one in CI, or late), built of the action's own services and topics, recording every goal id sent
+  and every cancel asked by goal id (an rclpy ActionServer answers a cancel of a goal it does not know
+  without telling its callback).
 
 In a test: `with nav2_standins(...) as nav2:` (a node of its own, in this process, on its own executor), or
 as a process: `python -m support.nav2_standins --follow-path /follow_path` (launch tests).
@@ -35,7 +39,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_action_status_default
 
 from support.processes import wait_until
 
@@ -206,10 +210,96 @@ class StandInPlanner:
         return response
 
 
+class WithheldResponses:
+    """A FollowPath server on the graph (its send_goal, cancel_goal and get_result services, its feedback and
+    status topics, as rclpy's ActionClient.server_is_ready looks for them) that withholds each goal's
+    response: never (`respond_after_s` None: lost) or for respond_after_s, then accepted. A goal it accepted
+    ends canceled once a cancel names it."""
+
+    def __init__(self, node: Node, name: str, respond_after_s: float | None = None) -> None:
+        from action_msgs.msg import GoalStatusArray
+        from action_msgs.srv import CancelGoal
+
+        self.respond_after_s = respond_after_s
+        self.goal_ids: list[bytes] = []  # of each goal request, in order
+        self.responded: list[bytes] = []  # the goals answered (accepted), late
+        self.cancel_ids: list[bytes] = []  # of each cancel request, in order
+        self._cancelled: dict[bytes, threading.Event] = {}
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        group, impl = ReentrantCallbackGroup(), FollowPath.Impl
+        prefix = f"{name}/_action/"
+        self._services = [
+            node.create_service(
+                impl.SendGoalService, prefix + "send_goal", self._on_goal, callback_group=group
+            ),
+            node.create_service(CancelGoal, prefix + "cancel_goal", self._on_cancel, callback_group=group),
+            node.create_service(
+                impl.GetResultService, prefix + "get_result", self._on_result, callback_group=group
+            ),
+        ]
+        self._publishers = [
+            node.create_publisher(impl.FeedbackMessage, prefix + "feedback", 10),
+            node.create_publisher(GoalStatusArray, prefix + "status", qos_profile_action_status_default),
+        ]
+        self._node = node
+
+    def _on_goal(self, request: Any, response: Any) -> Any:
+        goal_id = bytes(request.goal_id.uuid)
+        with self._lock:
+            self.goal_ids.append(goal_id)
+            self._cancelled[goal_id] = threading.Event()
+        self._closing.wait(self.respond_after_s)  # None: until the test ends (the response lost)
+        response.accepted = not self._closing.is_set()
+        if response.accepted:
+            with self._lock:
+                self.responded.append(goal_id)
+        return response
+
+    def _on_cancel(self, request: Any, response: Any) -> Any:
+        goal_id = bytes(request.goal_info.goal_id.uuid)
+        with self._lock:
+            self.cancel_ids.append(goal_id)
+            accepted = goal_id in self.responded
+        if accepted:
+            response.goals_canceling = [request.goal_info]
+            self._cancelled[goal_id].set()
+        else:
+            response.return_code = response.ERROR_UNKNOWN_GOAL_ID
+        return response
+
+    def _on_result(self, request: Any, response: Any) -> Any:
+        from action_msgs.msg import GoalStatus
+
+        with self._lock:
+            cancelled = self._cancelled.get(bytes(request.goal_id.uuid))
+        if cancelled is not None:
+            cancelled.wait(60.0)
+        response.status = GoalStatus.STATUS_CANCELED
+        return response
+
+    def destroy(self) -> None:
+        self._closing.set()
+        for event in list(self._cancelled.values()):
+            event.set()
+        for service in self._services:
+            self._node.destroy_service(service)
+        for publisher in self._publishers:
+            self._node.destroy_publisher(publisher)
+
+
 class Nav2StandIns:
     """A node holding the stand-ins asked for, spun on its own executor thread in a context of its own."""
 
-    def __init__(self, follow_path: str = "", navigate_to_pose: str = "", is_path_valid: str = "") -> None:
+    def __init__(
+        self,
+        follow_path: str = "",
+        navigate_to_pose: str = "",
+        is_path_valid: str = "",
+        withheld: str = "",
+        respond_after_s: float | None = None,
+    ) -> None:
+        """`withheld`: a FollowPath server of that name whose responses are withheld (WithheldResponses)."""
         self.context = Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node("nav2_standins", context=self.context)
@@ -218,6 +308,7 @@ class Nav2StandIns:
             StandInNavigation(self.node, NavigateToPose, navigate_to_pose) if navigate_to_pose else None
         )
         self.planner = StandInPlanner(self.node, is_path_valid) if is_path_valid else None
+        self.withheld = WithheldResponses(self.node, withheld, respond_after_s) if withheld else None
         self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
@@ -231,7 +322,7 @@ class Nav2StandIns:
         return list(server.received)
 
     def close(self) -> None:
-        for part in (self.controller, self.navigator):
+        for part in (self.controller, self.navigator, self.withheld):
             if part is not None:
                 part.destroy()
         self.node.destroy_node()
@@ -242,9 +333,13 @@ class Nav2StandIns:
 
 @contextmanager
 def nav2_standins(
-    follow_path: str = "", navigate_to_pose: str = "", is_path_valid: str = ""
+    follow_path: str = "",
+    navigate_to_pose: str = "",
+    is_path_valid: str = "",
+    withheld: str = "",
+    respond_after_s: float | None = None,
 ) -> Iterator[Nav2StandIns]:
-    standins = Nav2StandIns(follow_path, navigate_to_pose, is_path_valid)
+    standins = Nav2StandIns(follow_path, navigate_to_pose, is_path_valid, withheld, respond_after_s)
     try:
         yield standins
     finally:
