@@ -3,7 +3,8 @@
 Each test's CPU is what its process used (user + system) plus what its waited-for children used meanwhile
 (servers, nodes, builds: getrusage's RUSAGE_CHILDREN counts a child once it has been waited for, so a module's
 server is counted at the teardown that waits for it). The summary lists folders by CPU seconds, with their
-wall seconds: a folder whose CPU is far below its wall time mostly waits and shares the cores well.
+wall seconds: a folder whose CPU is far below its wall time mostly waits and shares the cores well. Then the
+tests that used the most CPU (a module's shared server is counted in the test whose teardown stops it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import pytest
 
 _cpu: collections.Counter[str] = collections.Counter()
 _wall: collections.Counter[str] = collections.Counter()
+_test_cpu: collections.Counter[str] = collections.Counter()
+_test_wall: collections.Counter[str] = collections.Counter()
+_MOST = 25
 
 
 def _now() -> tuple[float, float]:
@@ -38,6 +42,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     cpu_after, wall_after = _now()
     _cpu[_folder(item.nodeid)] += cpu_after - cpu
     _wall[_folder(item.nodeid)] += wall_after - wall
+    _test_cpu[item.nodeid] += cpu_after - cpu
+    _test_wall[item.nodeid] += wall_after - wall
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -47,3 +53,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.section(f"CPU by folder ({total:.0f} s of CPU in all)")
     for folder, cpu in _cpu.most_common():
         terminalreporter.write_line(f"{cpu:8.0f} s CPU {_wall[folder]:8.0f} s wall  {folder}")
+    terminalreporter.section(f"the {_MOST} tests that used the most CPU")
+    for nodeid, cpu in _test_cpu.most_common(_MOST):
+        terminalreporter.write_line(f"{cpu:8.0f} s CPU {_test_wall[nodeid]:8.0f} s wall  {nodeid}")
