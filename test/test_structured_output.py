@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from support import vllm_tier
 from support.paths import CACHE, ROOT
 
@@ -137,6 +139,56 @@ def test_a_probe_that_cannot_run_is_a_value_error(tmp_path: Path) -> None:
     fake.chmod(0o755)
     with pytest.raises(ValueError, match=r"gave no report.*exit code 3.*boom"):
         structured_output.compile_check({"a": {}}, fake)
+
+
+class _Sent(Exception):
+    pass
+
+
+def _capture(request: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    raise _Sent(request)
+
+
+@given(
+    tokenizer=st.sampled_from([None, Path("/models/tok")]),
+    vocab_size=st.sampled_from([None, 151_936]),
+    vllm_front_end=st.booleans(),
+    compact_separators=st.sampled_from([None, True, False]),
+    given_keys=st.sets(st.sampled_from(["tokenizer", "vocab_size", "vllm_front_end", "compact_separators"])),
+)
+def test_compile_check_sends_the_probe_its_options_or_their_defaults(
+    tokenizer: Path | None,
+    vocab_size: int | None,
+    vllm_front_end: bool,
+    compact_separators: bool | None,
+    given_keys: set[str],
+) -> None:
+    values = {
+        "tokenizer": tokenizer,
+        "vocab_size": vocab_size,
+        "vllm_front_end": vllm_front_end,
+        "compact_separators": compact_separators,
+    }
+    defaults = {"tokenizer": None, "vocab_size": None, "vllm_front_end": False, "compact_separators": None}
+    options = {key: values[key] for key in given_keys}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(structured_output, "run_probe", _capture)
+        with pytest.raises(_Sent) as sent:
+            structured_output.compile_check({"a": {}}, "python", ["xgrammar"], **options)  # type: ignore[arg-type]
+    request = sent.value.args[0]
+    expected = defaults | options
+    assert request["tokenizer"] == (str(expected["tokenizer"]) if expected["tokenizer"] else None)
+    assert [request[key] for key in ("vocab_size", "vllm_front_end", "compact_separators")] == [
+        expected["vocab_size"],
+        expected["vllm_front_end"],
+        expected["compact_separators"],
+    ]
+    assert (request["schemas"], request["backends"], request["samples"]) == ({"a": {}}, ["xgrammar"], {})
+
+
+def test_compile_check_refuses_an_option_the_probe_does_not_take() -> None:
+    with pytest.raises(TypeError, match="tokenizr"):
+        structured_output.compile_check({"a": {}}, "python", tokenizr=Path("x"))  # type: ignore[call-arg]
 
 
 def test_a_large_request_reaches_a_probe_that_starts_late(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import array
 import struct
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 import cv2
 import numpy as np
@@ -30,12 +30,16 @@ import numpy.typing as npt
 
 from cosmos_reasoner_ros.errors import FrameError, FrameTooLarge, ImplausibleStamp, NonColourImage
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11
+
 __all__ = [
     "COLOUR_ENCODINGS",
     "COLOUR_TOPIC_ENCODINGS",
     "DEFAULT_MAX_PIXELS",
     "DEPTH_ENCODINGS",
     "Frame",
+    "FrameLimits",
     "check_stamp",
     "compressed_image_size",
     "compressed_msg_to_array",
@@ -436,13 +440,15 @@ def _compressed_depth(fmt: str, buf: np.ndarray, max_pixels: int) -> np.ndarray:
     return raw
 
 
+class FrameLimits(TypedDict, total=False):
+    """The refusals both converters apply (their keyword arguments, which message_to_array passes on)."""
+
+    max_pixels: int
+    colour_only: bool
+
+
 def message_to_array(
-    msg: Any,
-    backend: str = "auto",
-    copy: bool = True,
-    *,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    colour_only: bool = False,
+    msg: Any, backend: str = "auto", copy: bool = True, **limits: Unpack[FrameLimits]
 ) -> np.ndarray:
     """Either message type: a CompressedImage has a `format` field, an Image has `encoding`.
 
@@ -450,8 +456,8 @@ def message_to_array(
     colour_only: see the module docstring; a camera topic passes colour_only=True, the depth path not.
     """
     if hasattr(msg, "format") and not hasattr(msg, "encoding"):
-        return compressed_msg_to_array(msg, max_pixels=max_pixels, colour_only=colour_only)
-    return image_msg_to_array(msg, backend=backend, copy=copy, max_pixels=max_pixels, colour_only=colour_only)
+        return compressed_msg_to_array(msg, **limits)
+    return image_msg_to_array(msg, backend=backend, copy=copy, **limits)
 
 
 _CDR_STAMP = {b"\x00\x01": struct.Struct("<iI"), b"\x00\x00": struct.Struct(">iI")}

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cosmos_reasoner_ros.clips import (
     ClipBuffer,
@@ -40,7 +41,12 @@ from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings
 from cosmos_reasoner_ros.schemas.structured_output import BACKENDS, compile_check
 from cosmos_reasoner_ros.vllm_releases import video_kwargs_mode, video_kwargs_refusals
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 __all__ = ["Core"]
+
+_Settings = TypeVar("_Settings", bound="DataclassInstance")
 
 
 @dataclass
@@ -254,18 +260,22 @@ def _clip_writer(cfg: NodeConfig) -> ClipWriter:
     )
 
 
+def _from_config(settings: type[_Settings], cfg: NodeConfig, **others: Any) -> _Settings:
+    """`settings` with each field that NodeConfig has under the same name set by that parameter, and `others`
+    for the fields the node names differently or converts; the rest keep their defaults."""
+    same = {f.name for f in dataclasses.fields(settings)} & {f.name for f in dataclasses.fields(cfg)}
+    return settings(**{name: getattr(cfg, name) for name in same - others.keys()}, **others)
+
+
 def _client_settings(cfg: NodeConfig) -> ClientSettings:
-    return ClientSettings(
+    # the same names: model, api_key_env, connect_timeout_s, first_token_timeout_s, min_tokens_per_s,
+    # progress_window_s, max_retries
+    return _from_config(
+        ClientSettings,
+        cfg,
         base_url=cfg.server_url,
-        model=cfg.model,
-        api_key_env=cfg.api_key_env,
-        connect_timeout_s=cfg.connect_timeout_s,
         read_timeout_s=cfg.request_timeout_s,
         total_timeout_s=cfg.request_total_timeout_s or None,
-        first_token_timeout_s=cfg.first_token_timeout_s,
-        min_tokens_per_s=cfg.min_tokens_per_s,
-        progress_window_s=cfg.progress_window_s,
-        max_retries=cfg.max_retries,
     )
 
 
@@ -282,13 +292,8 @@ def _request_settings(cfg: NodeConfig) -> RequestSettings:
 
 
 def _pipeline_settings(cfg: NodeConfig) -> PipelineSettings:
-    return PipelineSettings(
-        clip_seconds=cfg.clip_seconds,
-        tiled=cfg.tiled,
-        stream=cfg.stream,
-        wait_for_server_s=cfg.wait_for_server_s,
-        stale_after_s=cfg.stale_after_s,
-    )
+    # every field: clip_seconds, tiled, stream, wait_for_server_s, stale_after_s
+    return _from_config(PipelineSettings, cfg)
 
 
 def _pre_encoder(cfg: NodeConfig, writer: ClipWriter) -> PreEncoder | None:

@@ -25,11 +25,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import yaml
 
 from cosmos_reasoner_ros.package_files import config_file
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11
 
 __all__ = [
     "BACKENDS",
@@ -38,6 +41,7 @@ __all__ = [
     "THINKING_OFF",
     "CompileFailure",
     "CompileReport",
+    "ProbeOptions",
     "TaskGrammar",
     "catalog_grammars",
     "compile_check",
@@ -135,31 +139,30 @@ class CompileReport:
         return bool(self.backends) and not self.failures
 
 
+class ProbeOptions(TypedDict, total=False):
+    """How the probe compiles: probe_request's keyword arguments, which compile_check passes on."""
+
+    tokenizer: Path | None
+    vocab_size: int | None
+    vllm_front_end: bool
+    compact_separators: bool | None
+
+
 def compile_check(
     schemas: Mapping[str, Any],
     python: str | Path,
     backends: Sequence[str] = BACKENDS,
     *,
-    tokenizer: Path | None = None,
-    vocab_size: int | None = None,
-    vllm_front_end: bool = False,
-    compact_separators: bool | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 300.0,
     cancel: threading.Event | None = None,
+    **options: Unpack[ProbeOptions],
 ) -> CompileReport:
     """Compile `schemas` ({task: schema}) with `backends` in the Python `python` (grammar_probe.py runs there:
     a backend that aborts cannot take the caller down, and xgrammar's torch stays out of the caller's memory).
     Raises ValueError when the probe cannot run, gives no report, or is cancelled (`cancel` set: the probe,
-    a Python that may have imported vLLM, is killed, not left to finish)."""
-    request = probe_request(
-        schemas,
-        backends,
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        vllm_front_end=vllm_front_end,
-        compact_separators=compact_separators,
-    )
+    a Python that may have imported vLLM, is killed, not left to finish). `options`: see probe_request."""
+    request = probe_request(schemas, backends, **options)
     report = run_probe(request, python, env=env, timeout_s=timeout_s, cancel=cancel)
     return compile_report(report, schemas)
 

@@ -798,3 +798,34 @@ def test_stamps_ahead_of_the_receive_time_are_refused() -> None:
     for bad in (-1.0, float("nan")):
         with pytest.raises(ValueError, match="max_ahead_s"):
             check_stamp(now, now, bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    width=st.integers(1, 24),
+    height=st.integers(1, 24),
+    max_pixels=st.integers(1, 700),
+    as_png=st.booleans(),
+    colour_only=st.sampled_from([None, True, False]),
+)
+def test_message_to_array_passes_its_limits_to_either_converter(
+    width: int, height: int, max_pixels: int, as_png: bool, colour_only: bool | None
+) -> None:
+    """The limits given reach the converter of the message's type: refused exactly above max_pixels."""
+    pixels = np.random.default_rng(width * 31 + height).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    png = cv2.imencode(".png", cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))[1].tobytes()
+    msg = compressed(png, "png") if as_png else image_msg(pixels, "rgb8")
+    limits: dict[str, Any] = {"max_pixels": max_pixels}
+    if colour_only is not None:
+        limits["colour_only"] = colour_only
+    if width * height > max_pixels:
+        with pytest.raises(FrameTooLarge):
+            message_to_array(msg, backend="numpy", **limits)
+    else:
+        np.testing.assert_array_equal(message_to_array(msg, backend="numpy", **limits), pixels)
+
+
+def test_message_to_array_refuses_a_limit_neither_converter_knows(rgb: np.ndarray) -> None:
+    for msg in (image_msg(rgb, "rgb8"), compressed(cv2.imencode(".png", rgb)[1].tobytes(), "png")):
+        with pytest.raises(TypeError, match="max_pixel"):
+            message_to_array(msg, max_pixel=10)  # type: ignore[call-arg]

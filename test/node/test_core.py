@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from support import vllm_tier
 from support.configs import default_config
 from support.processes import free_port
 from support.scripted_server import ScriptedServer
 
 from cosmos_reasoner_ros.node import core
-from cosmos_reasoner_ros.reasoner import TaskCatalog
+from cosmos_reasoner_ros.reasoner import ClientSettings, TaskCatalog
 
 TASK = {"media": "image", "reasoning": False, "answer_kind": "text", "profile": "default"}
 # A backreference: vLLM's xgrammar front end refuses it (HTTP 400 for every such request).
@@ -147,3 +149,45 @@ def test_a_mode_the_servers_version_refuses_stops_the_start_or_is_never_sent(tmp
         assert built.pipeline.request_settings.video_refusal == ""
     finally:
         built.close()
+
+
+_SECONDS = st.floats(0.01, 600.0)
+
+
+@given(
+    timeouts=st.tuples(_SECONDS, _SECONDS, st.sampled_from([0.0, 45.0]), st.floats(0.0, 600.0)),
+    pace=st.tuples(st.floats(0.0, 100.0), st.floats(1.0, 60.0), st.integers(0, 10)),
+    names=st.tuples(st.sampled_from(["", "nvidia/Cosmos-Reason2-2B"]), st.sampled_from(["KEY", "OTHER"])),
+    pipeline=st.tuples(_SECONDS, st.booleans(), st.booleans(), st.floats(0.0, 60.0), _SECONDS),
+)
+def test_the_settings_take_each_parameter_that_sets_them(
+    timeouts: tuple[float, float, float, float],
+    pace: tuple[float, float, int],
+    names: tuple[str, str],
+    pipeline: tuple[float, bool, bool, float, float],
+) -> None:
+    """The client's and the pipeline's settings against the node's parameters: which parameter sets which
+    field is written out here; every other field keeps its default."""
+    client_fields = {  # parameter -> field of ClientSettings
+        "server_url": "base_url",
+        "model": "model",
+        "api_key_env": "api_key_env",
+        "connect_timeout_s": "connect_timeout_s",
+        "request_timeout_s": "read_timeout_s",
+        "first_token_timeout_s": "first_token_timeout_s",
+        "min_tokens_per_s": "min_tokens_per_s",
+        "progress_window_s": "progress_window_s",
+        "max_retries": "max_retries",
+    }
+    client_values = ("http://10.0.0.2:8001", *names, timeouts[0], timeouts[1], timeouts[3], *pace)
+    client_params = dict(zip(client_fields, client_values, strict=True))
+    pipeline_params = dict(zip(_PIPELINE_FIELDS, pipeline, strict=True))
+    cfg = default_config(**client_params, request_total_timeout_s=timeouts[2], **pipeline_params)
+
+    expected = {field: client_params[name] for name, field in client_fields.items()}
+    expected["total_timeout_s"] = timeouts[2] or None  # 0: no limit
+    assert dataclasses.asdict(core._client_settings(cfg)) == dataclasses.asdict(ClientSettings()) | expected
+    assert dataclasses.asdict(core._pipeline_settings(cfg)) == pipeline_params
+
+
+_PIPELINE_FIELDS = ("clip_seconds", "tiled", "stream", "wait_for_server_s", "stale_after_s")
