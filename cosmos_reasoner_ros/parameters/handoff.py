@@ -254,6 +254,15 @@ HANDOFF_RECORDS: tuple[Parameter, ...] = (
             " lost on a loaded robot) ends it as goal_rejected and cancels it by its goal id"
         ),
     ),
+    seconds(
+        "result_timeout_s",
+        1.0,
+        (0.05, 600.0),
+        (
+            "longest wait for a goal's result once the action's status says it ended (succeeded, canceled,"
+            " aborted): none by then (the result lost) ends it from the status"
+        ),
+    ),
     Parameter(
         "discovery_timeout_s",
         float,
