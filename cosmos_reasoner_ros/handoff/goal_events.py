@@ -1,9 +1,9 @@
 """Nav2's answers about the goals the handoff sent, as decisions: a goal's response (accepted, rejected), its
 feedback (a decision at most every FEEDBACK_PERIOD_S), its result (succeeded, canceled, preempted by a newer
 goal, failed), its response lost (none within goal_response_timeout_s: given up as rejected, and cancelled by
-its goal id), its result lost (the action's status told the end, and no result came within result_timeout_s:
-it ends from the status); and how every decision is made and counted. Handoff (decision.py) is built on it and owns the
-state it reads (set in Handoff.__init__)."""
+its goal id), its result lost (the action's status told the end, and no result came within
+result_timeout_s: it ends from the status); and how every decision is made and counted. Handoff (decision.py)
+is built on it and owns the state it reads (set in Handoff.__init__)."""
 
 from __future__ import annotations
 
@@ -224,8 +224,8 @@ class GoalEvents:
 
 
 def _end(status: str, current: bool, error_code: int) -> tuple[str, str]:
-    """A goal's end as Nav2 tells it (by its result, or its status: error_code 0) as a decision and its reason:
-    aborted with no error code while a newer goal was sent is preempted by it."""
+    """A goal's end as Nav2 tells it (by its result, or by its status: error_code 0), as a decision and its
+    reason: aborted with no error code while a newer goal was sent is preempted by it."""
     if status == "succeeded":
         return K.GOAL_SUCCEEDED, "Nav2 reached the path's end"
     if status == "canceled":
