@@ -205,8 +205,8 @@ HANDOFF_RECORDS: tuple[Parameter, ...] = (
         choices=("cancel", "keep"),
         description=(
             "the node stops (lifecycle deactivate, cleanup, shutdown; SIGINT, SIGTERM): cancel the goal it "
-            "sent and wait up to server_timeout_s for Nav2's answer (on ~/handoff/decision), or keep it "
-            "running"
+            "sent and wait up to server_timeout_s + result_timeout_s for Nav2's answer (on "
+            "~/handoff/decision), or keep it running"
         ),
     ),
     Parameter(
