@@ -19,7 +19,11 @@ sequences):
   cancel the goal in flight is cancelled (its end still comes back as a goal event).
 - Feedback: each goal's feedback is a decision at most every FEEDBACK_PERIOD_S (steady clock).
 - A goal's response lost: none within goal_response_timeout_s (steady clock) ends the goal as goal_rejected
-  and cancels it by its id; a response after that is no second decision (accepted: cancelled at once)."""
+  and cancels it by its id; a response after that is no second decision (accepted: cancelled at once).
+- A goal's result lost: once the action's status says the goal ended (succeeded, canceled, aborted), no
+  result within result_timeout_s (steady clock) ends it from the status; whichever comes first, the result
+  or that end, is its one final decision (a cancel's answer is not awaited: the end of a cancelled goal is
+  its result or its status)."""
 
 from __future__ import annotations
 
@@ -199,7 +203,8 @@ class Handoff(GoalEvents):
         """The clock: a validation unanswered for server_timeout_s, a proposal unconfirmed until its answer is
         older than max_age_s, and a clip's answers still incomplete then, are refused; a path waiting for
         discovery goes on once its server is there, or is refused when the window or its age ran out; a goal
-        with no response for goal_response_timeout_s is given up (goal_rejected) and cancelled."""
+        whose status told its end result_timeout_s ago, with no result, ends from the status; a goal with no
+        response (nor status) for goal_response_timeout_s is given up (goal_rejected) and cancelled."""
         s = self.settings
         step = Step()
         with self._lock:
@@ -233,6 +238,7 @@ class Handoff(GoalEvents):
                 group = self._groups[clip_id]
                 if ns_to_seconds(now_ns - group[0].observed_ns) > s.max_age_s:
                     step += self._incomplete(clip_id, now_ns)
+            step += self._status_ends(now_ns)
             step += self._overdue(now_ns)
             return self._record(step)
 

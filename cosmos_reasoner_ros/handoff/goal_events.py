@@ -1,8 +1,9 @@
 """Nav2's answers about the goals the handoff sent, as decisions: a goal's response (accepted, rejected), its
 feedback (a decision at most every FEEDBACK_PERIOD_S), its result (succeeded, canceled, preempted by a newer
 goal, failed), its response lost (none within goal_response_timeout_s: given up as rejected, and cancelled by
-its goal id); and how every decision is made and counted. Handoff (decision.py) is built on it and owns the
-state it reads (set in Handoff.__init__)."""
+its goal id), its result lost (the action's status told the end, and no result came within
+result_timeout_s: it ends from the status); and how every decision is made and counted. Handoff (decision.py)
+is built on it and owns the state it reads (set in Handoff.__init__)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from cosmos_reasoner_ros.handoff.settings import HandoffSettings
 from cosmos_reasoner_ros.handoff.steps import Answer, CancelGoal, Goal, Step
 from cosmos_reasoner_ros.requests import DecisionKind, HandoffDecision
 
-__all__ = ["FEEDBACK_PERIOD_S", "STOPPED", "GoalEvents"]
+__all__ = ["FEEDBACK_PERIOD_S", "STOPPED", "TERMINAL_STATUSES", "GoalEvents"]
 
 K = DecisionKind
 FEEDBACK_PERIOD_S = 0.5  # [s] a goal's feedback is published as a decision at most this often (2 Hz)
 _MAX_GIVEN_UP = 16  # goals given up (no response in time) whose late response is still cancelled, at most
 STOPPED = "stopped"  # the refusals counted without a failed gate: the node stopped before the path was sent
+TERMINAL_STATUSES = ("succeeded", "aborted", "canceled")  # the ends a goal's status can tell
 
 
 class GoalEvents:
@@ -80,19 +82,45 @@ class GoalEvents:
                 return Step()
             current = goal is self._goal
             self._forget_goal(goal)
-            if status == "succeeded":
-                kind, why = K.GOAL_SUCCEEDED, "Nav2 reached the path's end"
-            elif status == "canceled":
-                kind, why = K.GOAL_CANCELED, "Nav2 cancelled the goal"
-            elif status == "aborted" and not current and error_code == 0:
-                kind, why = K.GOAL_PREEMPTED, "Nav2 ended it for the newer goal"
-            else:
-                kind = K.GOAL_FAILED
+            kind, why = _end(status, current, error_code)
+            if kind == K.GOAL_FAILED:
                 why = f"Nav2 {status}: error_code {error_code}" + (f": {error_msg}" if error_msg else "")
             step = self._goal_event(
                 goal, kind, why, now_ns, final=True, error_code=error_code, error_msg=error_msg
             )
             return self._record(step)
+
+    def goal_status(self, request_id: str, status: str) -> None:
+        """The action's status topic says where a goal is: its first end ("succeeded", "aborted",
+        "canceled"; any other status says nothing) is kept, the second source of the goal's end. The goal
+        ends from it only when no result comes within result_timeout_s (_status_ends, on the tick): the
+        result carries Nav2's error code, and follows its status by milliseconds unless it is lost. A status
+        of a goal already ended (or of no goal of ours) changes nothing."""
+        with self._lock:
+            goal = self._find_goal(request_id)
+            if goal is None or goal.status_end is not None or status not in TERMINAL_STATUSES:
+                return
+            goal.status_end = _end(status, goal is self._goal, 0)
+            goal.status_at = self._clock()
+
+    def _status_ends(self, now_ns: int) -> Step:
+        """Each goal whose status told its end result_timeout_s ago (steady clock) with no result since (the
+        result lost, e.g. its response dropped by DDS) ends as that status says: canceled, succeeded,
+        preempted or failed, the reason saying that the status told it."""
+        limit = self.settings.result_timeout_s
+        now = self._clock()
+        step = Step()
+        for goal in self._goals():
+            if goal.status_end is None or goal.status_at is None or now - goal.status_at < limit:
+                continue
+            self._forget_goal(goal)
+            kind, why = goal.status_end
+            why += (
+                f"; its result was lost (none within result_timeout_s ({limit:g} s)): the status of"
+                f" {self.settings.action} told the end"
+            )
+            step += self._goal_event(goal, kind, why, now_ns, final=True)
+        return step
 
     def _late_response(self, request_id: str, accepted: bool) -> Step:
         """A response after its goal was given up (or about no goal at all): the goal's one final decision
@@ -108,10 +136,11 @@ class GoalEvents:
         cancel by its goal id, in case Nav2 got it and drives; a later response is _late_response's."""
         limit = self.settings.goal_response_timeout_s
         now = self._clock()
-        goals = ([self._goal] if self._goal is not None else []) + list(self._old_goals.values())
         step = Step()
-        for goal in goals:
+        for goal in self._goals():
             if goal.accepted or goal.sent_at is None or now - goal.sent_at < limit:
+                continue
+            if goal.status_end is not None:  # Nav2 had it, and ended it: _status_ends decides
                 continue
             self._forget_goal(goal)
             request_id = goal.answer.request_id
@@ -130,6 +159,10 @@ class GoalEvents:
         """A goal was sent and Nav2 has not ended it (nor rejected it) yet."""
         with self._lock:
             return self._goal is not None and not self.settings.dry_run
+
+    def _goals(self) -> list[Goal]:
+        """The goal in flight and the older ones awaiting their end."""
+        return ([self._goal] if self._goal is not None else []) + list(self._old_goals.values())
 
     def _find_goal(self, request_id: str) -> Goal | None:
         if self._goal is not None and self._goal.answer.request_id == request_id:
@@ -188,3 +221,15 @@ class GoalEvents:
             if decision.decision != K.GOAL_FEEDBACK:  # the last decision shown is not drowned by feedback
                 self._last = decision
         return step
+
+
+def _end(status: str, current: bool, error_code: int) -> tuple[str, str]:
+    """A goal's end as Nav2 tells it (by its result, or by its status: error_code 0), as a decision and its
+    reason: aborted with no error code while a newer goal was sent is preempted by it."""
+    if status == "succeeded":
+        return K.GOAL_SUCCEEDED, "Nav2 reached the path's end"
+    if status == "canceled":
+        return K.GOAL_CANCELED, "Nav2 cancelled the goal"
+    if status == "aborted" and not current and error_code == 0:
+        return K.GOAL_PREEMPTED, "Nav2 ended it for the newer goal"
+    return K.GOAL_FAILED, f"Nav2 {status} the goal"

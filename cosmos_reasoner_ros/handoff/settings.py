@@ -74,6 +74,7 @@ class HandoffSettings:
     behavior_tree: str = _DEFAULTS["behavior_tree"]
     server_timeout_s: float = _DEFAULTS["server_timeout_s"]
     goal_response_timeout_s: float = _DEFAULTS["goal_response_timeout_s"]
+    result_timeout_s: float = _DEFAULTS["result_timeout_s"]
     discovery_timeout_s: float = _DEFAULTS["discovery_timeout_s"]
 
     @property

@@ -88,6 +88,8 @@ class Goal:
     speed: float = 0.0
     feedback_at: float | None = None  # the steady clock's time of the last feedback decision
     sent_at: float | None = None  # the steady clock's time it was sent (None: never sent, a dry run's)
+    status_end: tuple[str, str] | None = None  # the end the action's status told first: (kind, reason)
+    status_at: float | None = None  # the steady clock's time that status came
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ validate_path): a robot without Nav2 runs the node unchanged. After activate a p
 discovery_timeout_s for Nav2 to be discovered; Nav2 still absent then: one warning, and each path is refused
 at the server gate until it appears; the node works on. When the node stops (deactivate, cleanup, shutdown,
 a signal's shutdown) the goal it sent is cancelled (on_stop cancel) and Nav2's answer awaited, bounded by
-server_timeout_s. Each goal is sent with a goal id of its own, kept per request: a goal whose response is lost
-(given up after goal_response_timeout_s) or not yet come is cancelled by that id.
+server_timeout_s + result_timeout_s. Each goal is sent with a goal id of its own, kept per request: a goal
+whose response is lost (given up after goal_response_timeout_s) or not yet come is cancelled by that id. Each
+goal's status (the action's status topic, kept by rclpy on its goal handle) is fed to the handoff on its tick:
+a goal whose result is lost ends from its status after result_timeout_s.
 """
 
 from __future__ import annotations
@@ -186,18 +188,20 @@ class HandoffEdge:
     def stop(self, why: str, wait: bool = True) -> None:
         """The node stops (`why`: deactivate, cleanup, shutdown): nothing more is sent; under on_stop cancel
         the goal it sent is cancelled and (`wait`, else with wait_stopped after other work) its end awaited up
-        to server_timeout_s from now (an executor thread must spin meanwhile: a transition's does, main spins
-        through shutdown), published as a goal event."""
+        to server_timeout_s + result_timeout_s from now (an executor thread must spin meanwhile: a
+        transition's does, main spins through shutdown), published as a goal event: its result's, or, the
+        result lost, its status's."""
         step = self.handoff.stop(self._now(), why)
         self._carry_out(step)
         if any(d.decision == DecisionKind.CANCEL for d in step.decisions):
-            self._stop_deadline = time.monotonic() + self._settings.server_timeout_s
+            self._stop_deadline = time.monotonic() + self._stop_wait_s()
         if wait:
             self.wait_stopped()
 
     def wait_stopped(self) -> None:
-        """Until the goal cancelled at stop has ended (Nav2 answered), at most until server_timeout_s after
-        the cancel; a warning when Nav2 did not answer. Nothing to wait for: returns at once."""
+        """Until the goal cancelled at stop has ended (its result, or its status and no result within
+        result_timeout_s), at most until server_timeout_s + result_timeout_s after the cancel; a warning when
+        Nav2 told no end. Nothing to wait for: returns at once."""
         deadline, self._stop_deadline = self._stop_deadline, 0.0
         if not deadline:
             return
@@ -205,9 +209,15 @@ class HandoffEdge:
             time.sleep(0.01)
         if self.handoff.goal_in_flight():
             self._node.get_logger().warning(
-                f"handoff: no answer from {self._settings.action} to the cancel within server_timeout_s "
-                f"({self._settings.server_timeout_s:g} s): the goal may still run (the node stops anyway)"
+                f"handoff: no end of the cancelled goal from {self._settings.action} (neither its result "
+                f"nor its status) within server_timeout_s + result_timeout_s ({self._stop_wait_s():g} s): "
+                "the goal may still run (the node stops anyway)"
             )
+
+    def _stop_wait_s(self) -> float:
+        """The stop's wait: server_timeout_s for Nav2's end of the cancelled goal, and result_timeout_s more
+        for its result once the status told the end (the goal ends from the status if the result is lost)."""
+        return self._settings.server_timeout_s + self._settings.result_timeout_s
 
     def destroy(self) -> None:
         self.stop("cleanup")
@@ -269,6 +279,7 @@ class HandoffEdge:
         return response
 
     def _on_tick(self) -> None:
+        self._feed_statuses()
         self._carry_out(self.handoff.tick(self._now()))
         self._problems.flush()  # repeats held back are stated with their count once their period ends
         if self.handoff.discovering():
@@ -283,6 +294,20 @@ class HandoffEdge:
         ):
             self._path_valid_absence_reported = True
             self._warn_absent(problem, "path_valid")
+
+    def _feed_statuses(self) -> None:
+        """Each accepted goal's status, as rclpy's ActionClient keeps it from the action's status topic (its
+        public ClientGoalHandle.status): an end told there reaches the handoff, which ends the goal from it
+        if the result is lost. A handle whose status told the end is let go (its result callback stays)."""
+        with self._lock:
+            handles = list(self._handles.items())
+        for rid, handle in handles:
+            status = _STATUSES.get(handle.status)
+            if status is None:
+                continue
+            self.handoff.goal_status(rid, status)
+            with self._lock:
+                self._handles.pop(rid, None)
 
     def _warn_absent(self, problem: str, gate: str) -> None:
         """Once per activation: a Nav2 server the handoff needs is still absent after discovery."""

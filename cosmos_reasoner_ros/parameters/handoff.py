@@ -205,8 +205,8 @@ HANDOFF_RECORDS: tuple[Parameter, ...] = (
         choices=("cancel", "keep"),
         description=(
             "the node stops (lifecycle deactivate, cleanup, shutdown; SIGINT, SIGTERM): cancel the goal it "
-            "sent and wait up to server_timeout_s for Nav2's answer (on ~/handoff/decision), or keep it "
-            "running"
+            "sent and wait up to server_timeout_s + result_timeout_s for Nav2's answer (on "
+            "~/handoff/decision), or keep it running"
         ),
     ),
     Parameter(
@@ -252,6 +252,15 @@ HANDOFF_RECORDS: tuple[Parameter, ...] = (
         (
             "longest wait for Nav2's response to a goal sent (accepted or rejected): none by then (a response"
             " lost on a loaded robot) ends it as goal_rejected and cancels it by its goal id"
+        ),
+    ),
+    seconds(
+        "result_timeout_s",
+        1.0,
+        (0.05, 600.0),
+        (
+            "longest wait for a goal's result once the action's status says it ended (succeeded, canceled,"
+            " aborted): none by then (the result lost) ends it from the status"
         ),
     ),
     Parameter(

@@ -776,6 +776,80 @@ def test_the_stop_cancels_a_goal_with_no_response_by_its_id(tmp_path: Path, harn
         assert set(withheld.cancel_ids) == {goal_id}
 
 
+RESULT_TIMEOUT_S = 1.0  # handoff.result_timeout_s in the tests of a withheld result
+RESULT_LOST = (
+    f"its result was lost (none within result_timeout_s ({RESULT_TIMEOUT_S:g} s)): the status of /follow_path"
+)
+
+
+def test_a_goal_whose_result_is_withheld_ends_from_its_status(tmp_path: Path, harness_factory: Any) -> None:
+    """The response to get_result lost (as Fast DDS dropped a goal response under load): the goal's end
+    never came and its decision stayed goal_accepted for ever. Against a stand-in that runs the goal 0.5 s,
+    publishes its end on the status topic and withholds the result: goal_succeeded from the status,
+    result_timeout_s (1 s) after the end was published, within slack; one final decision."""
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
+        nav2_standins(withheld="/follow_path", withhold=("result",), run_s=0.5) as nav2,
+    ):
+        withheld = nav2.withheld
+        assert withheld is not None
+        params = handoff_params(tmp_path, server.base_url, result_timeout_s=RESULT_TIMEOUT_S)
+        t = Handoff(harness_factory(params))
+        t.sees_nav2()
+        rid = t.h.trigger_id()
+        t.event(rid, "goal_accepted")
+        ended = t.event(rid, "goal_succeeded", timeout_s=RESULT_TIMEOUT_S + SLACK_S + 30.0)
+        assert ended.reason == f"Nav2 reached the path's end; {RESULT_LOST} told the end"
+        (goal_id,) = withheld.goal_ids
+        waited_s = time_to_ns(ended.header.stamp) / 1e9 - withheld.ended_at[goal_id]
+        assert RESULT_TIMEOUT_S <= waited_s <= RESULT_TIMEOUT_S + SLACK_S, waited_s
+        assert not t.h.node.handoff.handoff.goal_in_flight()
+        assert t.kinds(rid) == ["sent", "goal_accepted", "goal_succeeded"]
+
+
+def test_a_deactivate_whose_cancel_answer_is_withheld_ends_canceled_from_the_status(
+    tmp_path: Path, harness_factory: Any
+) -> None:
+    """CI, Jazzy, once: the stand-in took the deactivate's cancel, but neither its answer nor the goal's
+    result reached the node within server_timeout_s; the node warned "the goal may still run". Against a
+    stand-in that withholds both while its status topic says canceled: the goal ends goal_canceled from the
+    status before deactivate returns, long before server_timeout_s (20 s) is out."""
+    import time
+
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
+        nav2_standins(withheld="/follow_path", withhold=("cancel", "result")) as nav2,
+    ):
+        withheld = nav2.withheld
+        assert withheld is not None
+        params = handoff_params(
+            tmp_path, server.base_url, server_timeout_s=20.0, result_timeout_s=RESULT_TIMEOUT_S
+        )
+        t = Handoff(harness_factory(params))
+        t.sees_nav2()
+        rid = t.h.trigger_id()
+        t.event(rid, "goal_accepted")
+        started = time.monotonic()
+        assert t.h.node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        took_s = time.monotonic() - started
+        assert not t.h.node.handoff.handoff.goal_in_flight()  # ended before deactivate returned
+        assert took_s < 20.0 - SLACK_S, took_s
+        (goal_id,) = withheld.goal_ids
+        assert withheld.cancel_ids == [goal_id]
+        ended = t.event(rid, "goal_canceled")
+        assert ended.reason == f"Nav2 cancelled the goal; {RESULT_LOST} told the end"
+        assert [k for k in t.kinds(rid) if k != "goal_feedback"] == [
+            "sent",
+            "goal_accepted",
+            "cancel",
+            "goal_canceled",
+        ]
+
+
 def test_sigint_cancels_the_goal_of_a_node_process(tmp_path: Path) -> None:
     """Finding 4, as a robot runs it: reasoner_node in a process of its own, a goal running at the stand-in
     controller server, SIGINT. The stand-in sees the cancel, the node reports it and exits with 0."""

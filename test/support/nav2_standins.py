@@ -11,10 +11,10 @@ navigator's NavigateToPose and the planner server's IsPathValid, built on the na
 - a server that is not active rejects goals; an absent one is simply not created;
 - IsPathValid answers valid, or invalid with pose indices, after a delay (a silent planner: longer than the
   caller waits);
-- a controller server whose goal responses are withheld (WithheldResponses: the response lost, as Fast DDS
-  dropped one in CI, or late), built of the action's own services and topics, recording every goal id sent
-  and every cancel asked by goal id (an rclpy ActionServer answers a cancel of a goal it does not know
-  without telling its callback).
+- a controller server whose goal responses, cancel answers or results are withheld (WithheldResponses: the
+  answer lost, as Fast DDS dropped one in CI, or late) while its status topic still tells each goal's end,
+  built of the action's own services and topics, recording every goal id sent and every cancel asked by goal
+  id (an rclpy ActionServer answers a cancel of a goal it does not know without telling its callback).
 
 In a test: `with nav2_standins(...) as nav2:` (a node of its own, in this process, on its own executor), or
 as a process: `python -m support.nav2_standins --follow-path /follow_path` (launch tests).
@@ -212,19 +212,32 @@ class StandInPlanner:
 
 class WithheldResponses:
     """A FollowPath server on the graph (its send_goal, cancel_goal and get_result services, its feedback and
-    status topics, as rclpy's ActionClient.server_is_ready looks for them) that withholds each goal's
-    response: never (`respond_after_s` None: lost) or for respond_after_s, then accepted. A goal it accepted
-    ends canceled once a cancel names it."""
+    status topics, as rclpy's ActionClient.server_is_ready looks for them) that withholds, of each goal, the
+    answers named in `withhold` (the answer lost, as Fast DDS dropped one in CI, or late) and gives the others
+    at once: "goal" its response (never, `respond_after_s` None: lost; or for respond_after_s, then
+    accepted), "cancel" the answer to a cancel, "result" its result. A goal it accepted runs until a cancel
+    names it (then canceled) or for `run_s` (then succeeded; None: until cancelled), and its status is
+    published on the status topic as an rclpy ActionServer publishes it (executing, then its end), whatever
+    is withheld."""
 
-    def __init__(self, node: Node, name: str, respond_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        node: Node,
+        name: str,
+        respond_after_s: float | None = None,
+        withhold: tuple[str, ...] = ("goal",),
+        run_s: float | None = None,
+    ) -> None:
         from action_msgs.msg import GoalStatusArray
         from action_msgs.srv import CancelGoal
 
-        self.respond_after_s = respond_after_s
+        self.respond_after_s, self.withhold, self.run_s = respond_after_s, withhold, run_s
         self.goal_ids: list[bytes] = []  # of each goal request, in order
-        self.responded: list[bytes] = []  # the goals answered (accepted), late
+        self.responded: list[bytes] = []  # the goals answered (accepted)
         self.cancel_ids: list[bytes] = []  # of each cancel request, in order
-        self._cancelled: dict[bytes, threading.Event] = {}
+        self.ended_at: dict[bytes, float] = {}  # goal id -> time.time() its end was published on the status
+        self._statuses: dict[bytes, int] = {}  # goal id -> its GoalStatus status, in the order accepted
+        self._ended: dict[bytes, threading.Event] = {}
         self._closing = threading.Event()
         self._lock = threading.Lock()
         group, impl = ReentrantCallbackGroup(), FollowPath.Impl
@@ -238,49 +251,94 @@ class WithheldResponses:
                 impl.GetResultService, prefix + "get_result", self._on_result, callback_group=group
             ),
         ]
+        self._status_pub = node.create_publisher(
+            GoalStatusArray, prefix + "status", qos_profile_action_status_default
+        )
         self._publishers = [
             node.create_publisher(impl.FeedbackMessage, prefix + "feedback", 10),
-            node.create_publisher(GoalStatusArray, prefix + "status", qos_profile_action_status_default),
+            self._status_pub,
         ]
         self._node = node
 
     def _on_goal(self, request: Any, response: Any) -> Any:
+        from action_msgs.msg import GoalStatus
+
         goal_id = bytes(request.goal_id.uuid)
         with self._lock:
             self.goal_ids.append(goal_id)
-            self._cancelled[goal_id] = threading.Event()
-        self._closing.wait(self.respond_after_s)  # None: until the test ends (the response lost)
+            self._ended[goal_id] = threading.Event()
+        if "goal" in self.withhold:
+            self._closing.wait(self.respond_after_s)  # None: until the test ends (the response lost)
         response.accepted = not self._closing.is_set()
         if response.accepted:
             with self._lock:
                 self.responded.append(goal_id)
+                self._statuses[goal_id] = GoalStatus.STATUS_EXECUTING
+            self._publish_status()
+            if self.run_s is not None:
+                timer = threading.Timer(self.run_s, self._end, (goal_id, GoalStatus.STATUS_SUCCEEDED))
+                timer.daemon = True
+                timer.start()
         return response
 
+    def _end(self, goal_id: bytes, status: int) -> None:
+        """The goal ends (once): its status published, its result (unless withheld) given."""
+        with self._lock:
+            if goal_id in self.ended_at:
+                return
+            self._statuses[goal_id] = status
+            self.ended_at[goal_id] = time.time()
+        self._publish_status()
+        self._ended[goal_id].set()
+
+    def _publish_status(self) -> None:
+        from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
+        from unique_identifier_msgs.msg import UUID
+
+        stamp = self._node.get_clock().now().to_msg()
+        with self._lock:
+            statuses = list(self._statuses.items())
+        message = GoalStatusArray()
+        message.status_list = [
+            GoalStatus(goal_info=GoalInfo(goal_id=UUID(uuid=list(goal_id)), stamp=stamp), status=status)
+            for goal_id, status in statuses
+        ]
+        if not self._closing.is_set():
+            self._status_pub.publish(message)
+
     def _on_cancel(self, request: Any, response: Any) -> Any:
+        from action_msgs.msg import GoalStatus
+
         goal_id = bytes(request.goal_info.goal_id.uuid)
         with self._lock:
             self.cancel_ids.append(goal_id)
             accepted = goal_id in self.responded
         if accepted:
             response.goals_canceling = [request.goal_info]
-            self._cancelled[goal_id].set()
+            self._end(goal_id, GoalStatus.STATUS_CANCELED)
         else:
             response.return_code = response.ERROR_UNKNOWN_GOAL_ID
+        if "cancel" in self.withhold:
+            self._closing.wait()  # the answer lost
         return response
 
     def _on_result(self, request: Any, response: Any) -> Any:
         from action_msgs.msg import GoalStatus
 
+        goal_id = bytes(request.goal_id.uuid)
         with self._lock:
-            cancelled = self._cancelled.get(bytes(request.goal_id.uuid))
-        if cancelled is not None:
-            cancelled.wait(60.0)
-        response.status = GoalStatus.STATUS_CANCELED
+            ended = self._ended.get(goal_id)
+        if ended is not None:
+            ended.wait(120.0)
+        if "result" in self.withhold:
+            self._closing.wait()  # the result lost
+        with self._lock:
+            response.status = self._statuses.get(goal_id, GoalStatus.STATUS_CANCELED)
         return response
 
     def destroy(self) -> None:
         self._closing.set()
-        for event in list(self._cancelled.values()):
+        for event in list(self._ended.values()):
             event.set()
         for service in self._services:
             self._node.destroy_service(service)
@@ -298,8 +356,11 @@ class Nav2StandIns:
         is_path_valid: str = "",
         withheld: str = "",
         respond_after_s: float | None = None,
+        withhold: tuple[str, ...] = ("goal",),
+        run_s: float | None = None,
     ) -> None:
-        """`withheld`: a FollowPath server of that name whose responses are withheld (WithheldResponses)."""
+        """`withheld`: a FollowPath server of that name whose answers named in `withhold` are withheld
+        (WithheldResponses)."""
         self.context = Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node("nav2_standins", context=self.context)
@@ -308,8 +369,11 @@ class Nav2StandIns:
             StandInNavigation(self.node, NavigateToPose, navigate_to_pose) if navigate_to_pose else None
         )
         self.planner = StandInPlanner(self.node, is_path_valid) if is_path_valid else None
-        self.withheld = WithheldResponses(self.node, withheld, respond_after_s) if withheld else None
-        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.withheld = (
+            WithheldResponses(self.node, withheld, respond_after_s, withhold, run_s) if withheld else None
+        )
+        # Threads to spare for the answers a WithheldResponses holds back (each blocks one until close).
+        self.executor = MultiThreadedExecutor(num_threads=8, context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
@@ -338,8 +402,12 @@ def nav2_standins(
     is_path_valid: str = "",
     withheld: str = "",
     respond_after_s: float | None = None,
+    withhold: tuple[str, ...] = ("goal",),
+    run_s: float | None = None,
 ) -> Iterator[Nav2StandIns]:
-    standins = Nav2StandIns(follow_path, navigate_to_pose, is_path_valid, withheld, respond_after_s)
+    standins = Nav2StandIns(
+        follow_path, navigate_to_pose, is_path_valid, withheld, respond_after_s, withhold, run_s
+    )
     try:
         yield standins
     finally:
