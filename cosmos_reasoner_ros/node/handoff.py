@@ -9,10 +9,8 @@ validate_path): a robot without Nav2 runs the node unchanged. After activate a p
 discovery_timeout_s for Nav2 to be discovered; Nav2 still absent then: one warning, and each path is refused
 at the server gate until it appears; the node works on. When the node stops (deactivate, cleanup, shutdown,
 a signal's shutdown) the goal it sent is cancelled (on_stop cancel) and Nav2's answer awaited, bounded by
-server_timeout_s + result_timeout_s. Each goal is sent with a goal id of its own, kept per request: a goal
-whose response is lost (given up after goal_response_timeout_s) or not yet come is cancelled by that id. Each
-goal's status (the action's status topic, kept by rclpy on its goal handle) is fed to the handoff on its tick:
-a goal whose result is lost ends from its status after result_timeout_s.
+server_timeout_s + result_timeout_s. The goals themselves (sent with an id of their own, cancelled by it
+when their response is lost, their status fed to the handoff on its tick): node/handoff_goals.py.
 """
 
 from __future__ import annotations
@@ -20,18 +18,14 @@ from __future__ import annotations
 import collections
 import threading
 import time
-import uuid
 from typing import Any
 
-from action_msgs.msg import GoalStatus
-from rclpy.action.client import ActionClient, ClientGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo
-from unique_identifier_msgs.msg import UUID
 
 from cosmos_reasoner_ros.geometry import BasePath, Intrinsics, transform_path
 from cosmos_reasoner_ros.handoff import (
@@ -48,6 +42,7 @@ from cosmos_reasoner_ros.handoff import (
 )
 from cosmos_reasoner_ros.msg import HandoffDecision as HandoffDecisionMsg
 from cosmos_reasoner_ros.node.diagnostics import ProblemLog, StatusReport
+from cosmos_reasoner_ros.node.handoff_goals import GoalClient
 from cosmos_reasoner_ros.node.handoff_messages import base_path_msg, decision_msg
 from cosmos_reasoner_ros.node.parameters import ConfigError, NodeConfig
 from cosmos_reasoner_ros.reasoner import KINDS, TaskCatalog
@@ -58,12 +53,6 @@ __all__ = ["HandoffEdge"]
 
 _TICK_S = 0.1  # [s] the handoff's clock: validations unanswered, proposals unconfirmed, clips incomplete
 _KEPT = 200  # decisions kept for inspection (tests, benchmarks)
-_GOAL_IDS_KEPT = 64  # goal ids of the newest goals sent (a goal given up may still be accepted late)
-_STATUSES = {
-    GoalStatus.STATUS_SUCCEEDED: "succeeded",
-    GoalStatus.STATUS_ABORTED: "aborted",
-    GoalStatus.STATUS_CANCELED: "canceled",
-}
 
 
 def _nav2_interfaces() -> tuple[Any, Any, Any] | str:
@@ -110,15 +99,11 @@ class HandoffEdge:
         self._intrinsics: Intrinsics | None = None
         self._info_problem = ""  # why the newest CameraInfo is unusable ("": usable, or none yet)
         self._info_frame = ""
-        self._handles: dict[str, Any] = {}  # request id -> the goal's ClientGoalHandle
-        # request id -> the goal id it was sent with (a goal with no response is cancelled by it)
-        self._goal_ids: collections.OrderedDict[str, UUID] = collections.OrderedDict()
         self.decisions: collections.deque[HandoffDecision] = collections.deque(maxlen=_KEPT)
         group = MutuallyExclusiveCallbackGroup()
         self._nav2_problem = ""
         self._types: tuple[Any, Any, Any] | None = None
-        self._action: ActionClient | None = None
-        self._action_type: Any = None  # FollowPath or NavigateToPose
+        action_type: Any = None  # FollowPath or NavigateToPose
         self._path_valid: Any = None
         if settings.sends or settings.validate_path:
             found = _nav2_interfaces()
@@ -131,9 +116,7 @@ class HandoffEdge:
                 self._types = found
                 follow_path, navigate_to_pose, is_path_valid = found
                 if settings.sends:
-                    kind = follow_path if settings.mode == "follow_path" else navigate_to_pose
-                    self._action_type = kind
-                    self._action = ActionClient(node, kind, settings.action, callback_group=group)
+                    action_type = follow_path if settings.mode == "follow_path" else navigate_to_pose
                 if settings.validate_path:
                     self._path_valid = node.create_client(
                         is_path_valid, settings.is_path_valid_service, callback_group=group
@@ -157,6 +140,11 @@ class HandoffEdge:
             self.camera,
             path_valid_problem=self._path_valid_problem,
             discoverable=not self._nav2_problem,
+        )
+        self._goals = (
+            None
+            if action_type is None
+            else GoalClient(node, settings, action_type, group, self.handoff, self._carry_out, self._now)
         )
         reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
         self._publisher = node.create_publisher(HandoffDecisionMsg, "~/handoff/decision", reliable)
@@ -228,8 +216,8 @@ class HandoffEdge:
         node.destroy_publisher(self._publisher)
         if self._path_valid is not None:
             node.destroy_client(self._path_valid)
-        if self._action is not None:
-            self._action.destroy()
+        if self._goals is not None:
+            self._goals.destroy()
         unregister = getattr(self._tf_listener, "unregister", None)
         if unregister is not None:
             unregister()
@@ -279,7 +267,8 @@ class HandoffEdge:
         return response
 
     def _on_tick(self) -> None:
-        self._feed_statuses()
+        if self._goals is not None:
+            self._goals.feed_statuses()
         self._carry_out(self.handoff.tick(self._now()))
         self._problems.flush()  # repeats held back are stated with their count once their period ends
         if self.handoff.discovering():
@@ -295,20 +284,6 @@ class HandoffEdge:
             self._path_valid_absence_reported = True
             self._warn_absent(problem, "path_valid")
 
-    def _feed_statuses(self) -> None:
-        """Each accepted goal's status, as rclpy's ActionClient keeps it from the action's status topic (its
-        public ClientGoalHandle.status): an end told there reaches the handoff, which ends the goal from it
-        if the result is lost. A handle whose status told the end is let go (its result callback stays)."""
-        with self._lock:
-            handles = list(self._handles.items())
-        for rid, handle in handles:
-            status = _STATUSES.get(handle.status)
-            if status is None:
-                continue
-            self.handoff.goal_status(rid, status)
-            with self._lock:
-                self._handles.pop(rid, None)
-
     def _warn_absent(self, problem: str, gate: str) -> None:
         """Once per activation: a Nav2 server the handoff needs is still absent after discovery."""
         self._node.get_logger().warning(
@@ -321,9 +296,9 @@ class HandoffEdge:
     def _server_problem(self) -> str:
         if self._nav2_problem:
             return self._nav2_problem
-        if self._action is None:
+        if self._goals is None:
             return ""
-        if not self._action.server_is_ready():
+        if not self._goals.server_is_ready():
             server = "controller server" if self._settings.mode == "follow_path" else "bt_navigator"
             return f"no Nav2 action server on {self._settings.action} (is Nav2's {server} up and active?)"
         return ""
@@ -343,19 +318,19 @@ class HandoffEdge:
         for decision in step.decisions:
             self._publish(decision)
         for decision in step.decisions:
-            if decision.decision == DecisionKind.CANCEL:
-                with self._lock:
-                    unanswered = decision.request_id not in self._handles
-                if unanswered:
-                    self._carry_out(Step(commands=(CancelGoal(decision.request_id),)))
+            rid = decision.request_id
+            if decision.decision == DecisionKind.CANCEL and self._goals and not self._goals.answered(rid):
+                self._carry_out(Step(commands=(CancelGoal(rid),)))
         for command in step.commands:
             try:
                 if isinstance(command, ValidatePath):
                     self._validate(command)
                 elif isinstance(command, SendGoal):
-                    self._send(command)
-                elif isinstance(command, CancelGoal):
-                    self._cancel(command)
+                    if self._goals is None:
+                        raise RuntimeError("no Nav2 action client")
+                    self._goals.send(command)
+                elif isinstance(command, CancelGoal) and self._goals is not None:
+                    self._goals.cancel(command)
             except Exception as exc:  # a failing call must not cost the outcome its result
                 self._problems.report(
                     f"handoff:{type(command).__name__}", f"handoff: {command!r} failed: {exc!r}"
@@ -439,87 +414,6 @@ class HandoffEdge:
             ) from None
         t, r = found.transform.translation, found.transform.rotation
         return transform_path(path, (t.x, t.y, t.z), (r.x, r.y, r.z, r.w), frame)
-
-    def _send(self, command: SendGoal) -> None:
-        assert self._action is not None and self._types is not None
-        s, rid = self._settings, command.request_id
-        path = base_path_msg(command.path)
-        if s.mode == "follow_path":
-            goal = self._types[0].Goal()
-            goal.path = path
-            goal.controller_id, goal.goal_checker_id = s.controller_id, s.goal_checker_id
-            if hasattr(goal, "progress_checker_id"):
-                goal.progress_checker_id = s.progress_checker_id
-        else:
-            goal = self._types[1].Goal()
-            goal.pose = path.poses[-1]
-            goal.behavior_tree = s.behavior_tree
-
-        def feedback(message: Any) -> None:
-            fb = message.feedback
-            distance = getattr(fb, "distance_to_goal", getattr(fb, "distance_remaining", 0.0))
-            speed = float(getattr(fb, "speed", 0.0))
-            self._carry_out(self.handoff.goal_feedback(rid, float(distance), speed, self._now()))
-
-        def responded(future: Any) -> None:
-            try:
-                handle = future.result()
-            except Exception as exc:
-                self._carry_out(self.handoff.goal_response(rid, False, self._now(), f"no response: {exc!r}"))
-                return
-            if not handle.accepted:
-                with self._lock:
-                    self._goal_ids.pop(rid, None)
-                self._carry_out(self.handoff.goal_response(rid, False, self._now()))
-                return
-            with self._lock:
-                self._handles[rid] = handle
-            self._carry_out(self.handoff.goal_response(rid, True, self._now()))
-            handle.get_result_async().add_done_callback(ended)
-
-        def ended(future: Any) -> None:
-            with self._lock:
-                self._handles.pop(rid, None)
-                self._goal_ids.pop(rid, None)
-            try:
-                answer = future.result()
-                status = _STATUSES.get(answer.status, "unknown")
-                code = int(getattr(answer.result, "error_code", 0))
-                message = str(getattr(answer.result, "error_msg", ""))
-            except Exception as exc:
-                status, code, message = "unknown", 0, f"no result: {exc!r}"
-            self._carry_out(self.handoff.goal_result(rid, status, code, message, self._now()))
-
-        goal_id = UUID(uuid=list(uuid.uuid4().bytes))
-        with self._lock:
-            self._goal_ids[rid] = goal_id
-            while len(self._goal_ids) > _GOAL_IDS_KEPT:
-                self._goal_ids.popitem(last=False)
-        future = self._action.send_goal_async(goal, feedback_callback=feedback, goal_uuid=goal_id)
-        future.add_done_callback(responded)
-
-    def _cancel(self, command: CancelGoal) -> None:
-        """By the goal's handle once its response came, else by the goal id it was sent with."""
-        with self._lock:
-            handle = self._handles.get(command.request_id)
-            goal_id = self._goal_ids.get(command.request_id)
-        if handle is None and goal_id is not None and self._action is not None:
-            handle = self._handle_of(goal_id)
-        if handle is not None:
-            handle.cancel_goal_async()
-
-    def _handle_of(self, goal_id: UUID) -> ClientGoalHandle:
-        """A handle of a goal whose response has not come (or never will), to cancel it by its id. rclpy's
-        ActionClient cancels only through a ClientGoalHandle (its _cancel_goal_async, Jazzy and Kilted, checks
-        the type and reads only goal_id), and offers no cancel by id; the handle normally comes with the
-        response, the part that was lost. ClientGoalHandle's public constructor makes one of the id and an
-        accepted response of our own; the client never registers it (only a response it takes does), so its
-        status and result stay the real handle's. The request sent is the same action_msgs/CancelGoal by
-        goal id that a real handle sends."""
-        assert self._action is not None
-        response = self._action_type.Impl.SendGoalService.Response()
-        response.accepted = True
-        return ClientGoalHandle(self._action, goal_id, response)
 
     # -- diagnostics -------------------------------------------------------------------------------------
 
