@@ -22,6 +22,7 @@ from support.handoff_answers import (
     LEFT,
     NS,
     TO_THE_SKY,
+    Clock,
     outcome,
     settings,
 )
@@ -32,16 +33,6 @@ from cosmos_reasoner_ros.requests import DecisionKind, HandoffDecision
 K = DecisionKind
 T0 = 100 * NS
 ABSENT = "no Nav2 action server on /follow_path (is Nav2's controller server up and active?)"
-
-
-class Clock:
-    """A steady clock the test moves."""
-
-    def __init__(self) -> None:
-        self.s = 1000.0
-
-    def __call__(self) -> float:
-        return self.s
 
 
 def mine(step: Step, request_id: str) -> HandoffDecision:

@@ -16,7 +16,7 @@ from hypothesis import event
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from support.handoff_answers import FRAME, INTRINSICS, NS, outcome, settings
+from support.handoff_answers import FRAME, INTRINSICS, NS, Clock, StopsAndActivates, outcome, settings
 
 from cosmos_reasoner_ros.handoff import CancelGoal, Handoff, SendGoal, Step
 from cosmos_reasoner_ros.requests import DecisionKind
@@ -26,14 +26,6 @@ T0 = 100 * NS
 FINAL = (K.GOAL_REJECTED, K.GOAL_SUCCEEDED, K.GOAL_FAILED, K.GOAL_CANCELED, K.GOAL_PREEMPTED)
 LOST = "its result was lost (none within result_timeout_s"
 NO_RESPONSE = "no response from /follow_path within goal_response_timeout_s"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.s = 1000.0
-
-    def __call__(self) -> float:
-        return self.s
 
 
 def _sent(clock: Clock, **kw: object) -> Handoff:
@@ -133,7 +125,7 @@ def _model_end(status: str, current: bool, error_code: int) -> str:
     return K.GOAL_FAILED
 
 
-class GoalEndMachine(RuleBasedStateMachine):
+class GoalEndMachine(StopsAndActivates, RuleBasedStateMachine):
     """The model: a goal whose first terminal status came while it was open, and no result since, ends at the
     first tick result_timeout_s (steady clock) after that status, exactly then, as the status says, the
     reason saying that its result was lost; a result while it is open decides instead, with its error code;
@@ -242,18 +234,6 @@ class GoalEndMachine(RuleBasedStateMachine):
     def time_passes(self, tenths: int) -> None:
         self._pass(tenths)
         self.check(self.handoff.tick(self.now), finals=self._due())
-
-    @precondition(lambda self: hasattr(self, "handoff") and not self.stopped)
-    @rule(why=st.sampled_from(["deactivate", "shutdown"]))
-    def node_stops(self, why: str) -> None:
-        self.check(self.handoff.stop(self.now, why))
-        self.stopped = True
-
-    @precondition(lambda self: self.stopped)
-    @rule()
-    def node_activates(self) -> None:
-        self.handoff.activate()
-        self.stopped = False
 
     # -- Nav2's side -----------------------------------------------------------------------------------
 

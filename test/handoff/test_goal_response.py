@@ -14,7 +14,7 @@ from hypothesis import event
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from support.handoff_answers import FRAME, INTRINSICS, NS, outcome, settings
+from support.handoff_answers import FRAME, INTRINSICS, NS, Clock, StopsAndActivates, outcome, settings
 
 from cosmos_reasoner_ros.handoff import CancelGoal, Handoff, SendGoal, Step
 from cosmos_reasoner_ros.requests import DecisionKind
@@ -23,14 +23,6 @@ K = DecisionKind
 T0 = 100 * NS
 FINAL = (K.GOAL_REJECTED, K.GOAL_SUCCEEDED, K.GOAL_FAILED, K.GOAL_CANCELED, K.GOAL_PREEMPTED)
 NO_RESPONSE = "no response from /follow_path within goal_response_timeout_s"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.s = 1000.0
-
-    def __call__(self) -> float:
-        return self.s
 
 
 def test_a_goal_unanswered_at_the_deadline_is_given_up_and_cancelled_by_its_id() -> None:
@@ -83,7 +75,7 @@ class Sent:
     cancels: int = 0  # CancelGoal commands about it
 
 
-class GoalResponseMachine(RuleBasedStateMachine):
+class GoalResponseMachine(StopsAndActivates, RuleBasedStateMachine):
     """The model: a goal sent and unanswered for goal_response_timeout_s (steady clock) is given up at the
     next tick, exactly then, with a goal_rejected naming the deadline and a CancelGoal; every goal sent has
     at most one final decision, and exactly one once time has passed and Nav2 ended the goals it accepted;
@@ -210,18 +202,6 @@ class GoalResponseMachine(RuleBasedStateMachine):
         sent.response = False  # no more ends of it
         self.check(step)
         assert sent.finals == (finals if sent.given_up or finals else 1)
-
-    @precondition(lambda self: hasattr(self, "handoff") and not self.stopped)
-    @rule(why=st.sampled_from(["deactivate", "shutdown"]))
-    def node_stops(self, why: str) -> None:
-        self.check(self.handoff.stop(self.now, why))
-        self.stopped = True
-
-    @precondition(lambda self: self.stopped)
-    @rule()
-    def node_activates(self) -> None:
-        self.handoff.activate()
-        self.stopped = False
 
     @invariant()
     def at_most_one_final_decision_per_goal(self) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
 from cosmos_reasoner_ros.geometry import Intrinsics
 from cosmos_reasoner_ros.handoff import HandoffSettings
 from cosmos_reasoner_ros.reasoner import parse_answer
@@ -73,3 +76,37 @@ def outcome(
         checks=checks,
         clips=(ClipSummary(camera, clip_end_ns - 2 * NS, clip_end_ns, 8, 4.0, W, H, (W, H)),),
     )
+
+
+class Clock:
+    """A steady clock the test moves (a Handoff's `clock`)."""
+
+    def __init__(self) -> None:
+        self.s = 1000.0
+
+    def __call__(self) -> float:
+        return self.s
+
+
+class StopsAndActivates:
+    """The node's stop (deactivate, shutdown) and its activation again, as rules of a handoff state machine
+    that has `handoff` (once initialised), `now`, `stopped` and `check(step)`."""
+
+    handoff: Any
+    now: int
+    stopped: bool
+
+    def check(self, step: Any) -> None:
+        raise NotImplementedError
+
+    @precondition(lambda self: hasattr(self, "handoff") and not self.stopped)
+    @rule(why=st.sampled_from(["deactivate", "shutdown"]))
+    def node_stops(self, why: str) -> None:
+        self.check(self.handoff.stop(self.now, why))
+        self.stopped = True
+
+    @precondition(lambda self: self.stopped)
+    @rule()
+    def node_activates(self) -> None:
+        self.handoff.activate()
+        self.stopped = False
