@@ -48,8 +48,8 @@ SERVER = {
     "scheduling_policy": "priority",
     "max_num_seqs": 1,  # one request decoded at a time: the others wait in vLLM's queue, in priority order
     "extra_args": ["--enable-prompt-tokens-details"],
-    # Room for a decoding caption of RUNNING_TOKENS behind the clip's prompt (the checkpoint allows 32,768).
-    "max_model_len": 16384,
+    # Room for a decoding caption of RUNNING_TOKENS behind the clip's prompt (all the checkpoint allows).
+    "max_model_len": 32768,
 }
 
 
@@ -62,10 +62,11 @@ def server() -> Iterator[vllm_tier.SupervisedServer]:
 
 
 # The decoding caption's length: the clip's prompt (about 1,100 tokens) and this fill most of this server's
-# max_model_len (16,384); about 70 s on a quiet machine. It is cancelled once the four are seen queued, so
-# its length only has to outlast the set-up: at 2,800 tokens (14 s) a loaded machine's front end, decoding
-# each queued request's clip, took longer, and the caption ended before the queue formed, four times.
-RUNNING_TOKENS = 14000
+# max_model_len (32,768, the checkpoint's most). It is cancelled once the four are seen queued, so its length
+# only has to outlast the set-up, however long a loaded machine's front end takes to decode each queued
+# request's clip: at 2,800 tokens (14 s), and again at 14,000 (under 50 s on a faster machine with its
+# three other CI sections running), the caption ended before the queue formed, four rounds of four.
+RUNNING_TOKENS = 30000
 QUEUED_TOKENS = 192  # the answers of the queued requests: about a second apart on a quiet machine
 
 
