@@ -48,7 +48,7 @@ class GoalClient:
     ) -> None:
         self._settings, self._type = settings, action_type
         self._handoff, self._carry_out, self._now = handoff, carry_out, now
-        self._action = ActionClient(node, action_type, settings.action, callback_group=group)
+        self._action: ActionClient = ActionClient(node, action_type, settings.action, callback_group=group)
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}  # request id -> the goal's ClientGoalHandle
         # request id -> the goal id it was sent with (a goal with no response is cancelled by it)
