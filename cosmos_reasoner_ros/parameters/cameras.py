@@ -3,41 +3,16 @@
 
 from __future__ import annotations
 
-from cosmos_reasoner_ros.parameters.record import Parameter, by_name
+from cosmos_reasoner_ros.parameters.record import Parameter, by_name, flag, text
 
 __all__ = ["CAMERA_PARAMETERS", "CAMERA_RECORDS", "camera_parameter_name"]
 
 CAMERA_RECORDS: tuple[Parameter, ...] = (
-    Parameter(
-        "topic",
-        str,
-        "",
-        description="image topic; empty: /<name>/image_raw (or /<name>/image_raw/compressed)",
-    ),
-    Parameter(
-        "compressed",
-        bool,
-        False,
-        description="the topic carries sensor_msgs/CompressedImage",
-    ),
-    Parameter(
-        "frame_id",
-        str,
-        "",
-        description="frame id for results and paths; empty: the images' header.frame_id",
-    ),
-    Parameter(
-        "depth_topic",
-        str,
-        "",
-        description="registered depth image (16UC1 mm or 32FC1 m); empty: no 3D trajectories",
-    ),
-    Parameter(
-        "camera_info_topic",
-        str,
-        "",
-        description="CameraInfo of the colour camera; needed with depth_topic",
-    ),
+    text("topic", "", "image topic; empty: /<name>/image_raw (or /<name>/image_raw/compressed)"),
+    flag("compressed", False, "the topic carries sensor_msgs/CompressedImage"),
+    text("frame_id", "", "frame id for results and paths; empty: the images' header.frame_id"),
+    text("depth_topic", "", "registered depth image (16UC1 mm or 32FC1 m); empty: no 3D trajectories"),
+    text("camera_info_topic", "", "CameraInfo of the colour camera; needed with depth_topic"),
 )
 CAMERA_PARAMETERS = by_name(CAMERA_RECORDS)
 

@@ -4,7 +4,7 @@ server (codec, the served model's video sampling, video or frames, pre-encoding)
 
 from __future__ import annotations
 
-from cosmos_reasoner_ros.parameters.record import Parameter, seconds
+from cosmos_reasoner_ros.parameters.record import Parameter, flag, integer, names, number, seconds, text
 
 __all__ = ["CLIP_RECORDS", "DEFAULT_MEDIA_DIR", "MEDIA_FORMS"]
 
@@ -15,47 +15,30 @@ MEDIA_FORMS = ("auto", "video", "frames")  # how a clip goes to the server (reas
 DEFAULT_MEDIA_DIR = "/tmp/cosmos_reasoner/media"  # noqa: S108
 
 CLIP_RECORDS: tuple[Parameter, ...] = (
-    Parameter(
-        "cameras",
-        list,
-        ["camera"],
-        description="camera names; each has camera.<name>.* parameters",
-    ),
+    names("cameras", ["camera"], "camera names; each has camera.<name>.* parameters"),
     seconds("clip_seconds", 4.0, (0.05, 600.0), "default length of the clip ending at the trigger"),
-    Parameter(
+    number(
         "sample_fps",
-        float,
         4.0,
-        unit="Hz",
-        range=(0.05, 120.0),
-        description="frames kept per second per camera (decimation before decoding)",
+        "Hz",
+        (0.05, 120.0),
+        "frames kept per second per camera (decimation before decoding)",
     ),
-    Parameter(
+    integer(
         "max_long_side",
-        int,
         640,
+        (0, 16_384),
+        "frames are downscaled so that their long side is at most this; 0 keeps size",
         unit="px",
-        range=(0, 16_384),
-        description="frames are downscaled so that their long side is at most this; 0 keeps size",
     ),
     seconds("buffer_seconds", 30.0, (0.05, 3600.0), "history kept per camera"),
-    Parameter(
-        "buffer_max_mb",
-        float,
-        512.0,
-        unit="MiB",
-        range=(1.0, 262144.0),
-        description="memory bound of each camera's buffer",
-    ),
-    Parameter(
+    number("buffer_max_mb", 512.0, "MiB", (1.0, 262144.0), "memory bound of each camera's buffer"),
+    integer(
         "max_pixels",
-        int,
         33177600,
+        (1, 1 << 31),
+        "largest image accepted (width x height, from the header before decoding); default 8K UHD",
         unit="px",
-        range=(1, 1 << 31),
-        description=(
-            "largest image accepted (width x height, from the header before decoding); default 8K UHD"
-        ),
     ),
     seconds(
         "max_stamp_ahead_s",
@@ -72,29 +55,22 @@ CLIP_RECORDS: tuple[Parameter, ...] = (
             "is left out of a request and named in its result"
         ),
     ),
-    Parameter(
-        "media_dir",
-        str,
-        DEFAULT_MEDIA_DIR,
-        description="directory for clip files (the server must be allowed to read it)",
-    ),
-    Parameter(
+    text("media_dir", DEFAULT_MEDIA_DIR, "directory for clip files (the server must be allowed to read it)"),
+    integer(
         "media_max_files",
-        int,
         200,
-        range=(0, 1_000_000),
-        description=(
+        (0, 1_000_000),
+        (
             "retention: most clip files of this node in media_dir at any instant (besides the one being "
             "written, a hidden temporary); 0: no limit"
         ),
     ),
-    Parameter(
+    number(
         "media_max_mb",
-        float,
         2048.0,
-        unit="MiB",
-        range=(0.0, 1 << 24),
-        description="retention: most bytes of this node's clip files; 0: no limit",
+        "MiB",
+        (0.0, 1 << 24),
+        "retention: most bytes of this node's clip files; 0: no limit",
     ),
     seconds(
         "media_max_age_s",
@@ -102,88 +78,61 @@ CLIP_RECORDS: tuple[Parameter, ...] = (
         (0.0, 315360000.0),
         "retention: this node's clip files older than this are deleted; 0: keep",
     ),
-    Parameter(
+    flag(
         "inline_media",
-        bool,
         False,
-        description="send clips as data: URLs instead of file:// URLs (for a server on another host)",
+        "send clips as data: URLs instead of file:// URLs (for a server on another host)",
     ),
-    Parameter(
+    text(
         "codec",
-        str,
         "auto",
+        "clip codec: auto (H.264 when PyAV is present, else mp4v), h264 or mp4v",
         choices=("auto", "h264", "mp4v"),
-        description="clip codec: auto (H.264 when PyAV is present, else mp4v), h264 or mp4v",
     ),
-    Parameter(
+    number(
         "model_video_fps",
-        float,
         0.0,
-        unit="Hz",
-        range=(0.0, 120.0),
-        description=(
+        "Hz",
+        (0.0, 120.0),
+        (
             "the served model's video processor samples clips at this rate (its video_preprocessor_config: "
             "fps): clips carry only the frames it keeps; 0: unknown, every frame is sent"
         ),
     ),
-    Parameter(
+    integer(
         "model_video_max_pixels",
-        int,
         0,
-        unit="px",
-        range=(0, 1 << 40),
-        description=(
+        (0, 1 << 40),
+        (
             "its pixel budget for a whole video (size.longest_edge): clips are written at the size it "
             "resizes them to, so that the server does not; 0: unknown (sides only rounded to multiples of "
             "32)"
         ),
-    ),
-    Parameter(
-        "model_video_min_pixels",
-        int,
-        0,
         unit="px",
-        range=(0, 1 << 40),
-        description="its size.shortest_edge; 0: unknown",
     ),
-    Parameter(
-        "image_format",
-        str,
-        "jpeg",
-        choices=("jpeg", "png"),
-        description="still image format for image tasks: jpeg or png",
-    ),
-    Parameter(
+    integer("model_video_min_pixels", 0, (0, 1 << 40), "its size.shortest_edge; 0: unknown", unit="px"),
+    text("image_format", "jpeg", "still image format for image tasks: jpeg or png", choices=("jpeg", "png")),
+    text(
         "media_form",
-        str,
         "auto",
-        choices=MEDIA_FORMS,
-        description=(
+        (
             "how a clip goes to the server: auto (a video until the server refuses one, then its sampled "
             "frames as images), video (always; a refusal is the result's error) or frames (always images)"
         ),
+        choices=MEDIA_FORMS,
     ),
-    Parameter(
+    integer(
         "max_image_frames",
-        int,
         8,
+        (1, 256),
+        "most frames of a clip sent as images in one request (fewer where the server says so)",
         unit="images",
-        range=(1, 256),
-        description="most frames of a clip sent as images in one request (fewer where the server says so)",
     ),
-    Parameter(
-        "tiled",
-        bool,
-        False,
-        description="several cameras: one tiled video instead of one video per camera",
-    ),
-    Parameter(
+    flag("tiled", False, "several cameras: one tiled video instead of one video per camera"),
+    text(
         "pre_encode",
-        str,
         "auto",
+        "encode kept frames as they arrive: auto (while the timer runs or after a trigger), on or off",
         choices=("auto", "on", "off"),
-        description=(
-            "encode kept frames as they arrive: auto (while the timer runs or after a trigger), on or off"
-        ),
     ),
 )

@@ -4,7 +4,7 @@ server is and which model it serves, the timeouts and retries of a request, and 
 
 from __future__ import annotations
 
-from cosmos_reasoner_ros.parameters.record import Parameter, seconds
+from cosmos_reasoner_ros.parameters.record import Parameter, flag, integer, number, seconds, text
 from cosmos_reasoner_ros.parameters.server_url import DEFAULT_SERVER_URL, server_url_problem
 
 __all__ = ["AUTO_FAMILY", "FAMILY_NAMES", "SERVER_RECORDS"]
@@ -14,36 +14,24 @@ FAMILY_NAMES = ("nano", "super", "edge", "qwen3_vl")
 AUTO_FAMILY = "auto"
 
 SERVER_RECORDS: tuple[Parameter, ...] = (
-    Parameter(
+    text(
         "server_url",
-        str,
         DEFAULT_SERVER_URL,
+        "OpenAI-compatible base URL of the vLLM server",
         rule=server_url_problem,
-        description="OpenAI-compatible base URL of the vLLM server",
     ),
-    Parameter(
-        "model",
-        str,
-        "",
-        description="served model name; empty: the first model the server lists",
-    ),
-    Parameter(
+    text("model", "", "served model name; empty: the first model the server lists"),
+    text(
         "model_family",
-        str,
         AUTO_FAMILY,
-        choices=(AUTO_FAMILY, *FAMILY_NAMES),
-        description=(
+        (
             "how reasoning is asked for: auto (from model when it is a local checkpoint directory, else "
             "nano), nano, super, edge (the chat template's enable_thinking on or off, no suffix) or "
             "qwen3_vl"
         ),
+        choices=(AUTO_FAMILY, *FAMILY_NAMES),
     ),
-    Parameter(
-        "api_key_env",
-        str,
-        "COSMOS_REASONER_API_KEY",
-        description="name of the environment variable holding the API key",
-    ),
+    text("api_key_env", "COSMOS_REASONER_API_KEY", "name of the environment variable holding the API key"),
     seconds("connect_timeout_s", 5.0, (0.01, 3600.0), "TCP connect timeout"),
     seconds(
         "request_timeout_s", 120.0, (0.01, 86400.0), "read timeout of one request: longest silence (no byte)"
@@ -58,13 +46,12 @@ SERVER_RECORDS: tuple[Parameter, ...] = (
             " within this of its headers; 0: request_timeout_s"
         ),
     ),
-    Parameter(
+    number(
         "min_tokens_per_s",
-        float,
         1.0,
-        unit="tokens/s",
-        range=(0.0, 100000.0),
-        description=(
+        "tokens/s",
+        (0.0, 100000.0),
+        (
             "progress floor after the first token, over progress_window_s, then too_slow; also bounds a "
             "whole answer by first_token_timeout_s + max_tokens / this; 0: off"
         ),
@@ -76,44 +63,30 @@ SERVER_RECORDS: tuple[Parameter, ...] = (
         (0.0, 86400.0),
         "longest whole request (retries included) from sending, then timeout; 0: no limit",
     ),
-    Parameter(
-        "max_retries",
-        int,
-        2,
-        range=(0, 100),
-        description="retries on connection errors and 5xx",
-    ),
-    Parameter(
-        "stream",
-        bool,
-        True,
-        description="stream answers (time to first token, partial text in action feedback)",
-    ),
-    Parameter(
+    integer("max_retries", 2, (0, 100), "retries on connection errors and 5xx"),
+    flag("stream", True, "stream answers (time to first token, partial text in action feedback)"),
+    flag(
         "structured_output",
-        bool,
         True,
-        description=(
+        (
             "send the task's JSON schema as structured output; the answer must then be one JSON value it "
             "accepts"
         ),
     ),
-    Parameter(
+    integer(
         "max_tokens",
-        int,
         0,
+        (0, 1_000_000),
+        "longest answer; 0: each task's own max_tokens (config/tasks.yaml)",
         unit="tokens",
-        range=(0, 1_000_000),
-        description="longest answer; 0: each task's own max_tokens (config/tasks.yaml)",
     ),
-    Parameter(
+    text(
         "video_kwargs_mode",
-        str,
         "auto",
-        choices=("auto", "media_io_kwargs", "mm_processor_kwargs", "none"),
-        description=(
+        (
             "per-request video sampling: auto (from the server's vLLM version), media_io_kwargs, "
             "mm_processor_kwargs, none"
         ),
+        choices=("auto", "media_io_kwargs", "mm_processor_kwargs", "none"),
     ),
 )

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "Parameter", "by_name", "seconds"]
+__all__ = ["KINDS", "Parameter", "by_name", "flag", "integer", "names", "number", "seconds", "text"]
 
 # The types a parameter may have (ROS parameter types: bool, integer, double, string, string array) and how a
 # message names each.
@@ -104,6 +104,43 @@ def by_name(records: Iterable[Parameter]) -> Mapping[str, Parameter]:
     return table
 
 
+# One constructor a type, so that a table reads one record a line or two: the name, the default, then what
+# bounds it, then the description.
+
+
 def seconds(name: str, default: float, bounds: tuple[float, float], description: str) -> Parameter:
     """A duration or period in seconds, the most common record: a number in [s] within `bounds`."""
     return Parameter(name, float, default, description, unit="s", range=bounds)
+
+
+def number(name: str, default: float, unit: str, bounds: tuple[float, float], description: str) -> Parameter:
+    """A number in [unit] within `bounds`."""
+    return Parameter(name, float, default, description, unit=unit, range=bounds)
+
+
+def integer(
+    name: str, default: int, bounds: tuple[float, float], description: str, unit: str = ""
+) -> Parameter:
+    """An integer within `bounds`, in [unit] where it has one."""
+    return Parameter(name, int, default, description, unit=unit, range=bounds)
+
+
+def flag(name: str, default: bool, description: str) -> Parameter:
+    """True or false."""
+    return Parameter(name, bool, default, description)
+
+
+def text(
+    name: str,
+    default: str,
+    description: str,
+    choices: tuple[str, ...] | None = None,
+    rule: Callable[[Any], str | None] | None = None,
+) -> Parameter:
+    """Text, one of `choices` where given, passing `rule` where given."""
+    return Parameter(name, str, default, description, choices=choices, rule=rule)
+
+
+def names(name: str, default: list[str], description: str) -> Parameter:
+    """A list of texts."""
+    return Parameter(name, list, default, description)
