@@ -6,7 +6,6 @@ No launch import here: the launch file only turns a LaunchPlan into ExecuteProce
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from cosmos_reasoner_ros.package_files import PACKAGE, config_file
 from cosmos_reasoner_ros.parameters.handoff import HANDOFF_PARAMETERS
 from cosmos_reasoner_ros.parameters.node import NODE_PARAMETERS
 from cosmos_reasoner_ros.parameters.server_url import local_server_url, server_url_problem
+from cosmos_reasoner_ros.parameters.text_values import boolean_text, integer_text, number_text
 
 NODE_EXECUTABLE = "reasoner_node"
 NODE_NAME = "reasoner_node"  # the top-level key of config/reasoner.yaml
@@ -145,19 +145,17 @@ class LaunchPlan:
 
 
 def _bool(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise LaunchArgumentError(f"{name}: expected true or false, got {value!r}")
+    try:
+        return boolean_text(value)
+    except ValueError as exc:
+        raise LaunchArgumentError(f"{name}: {exc}") from None
 
 
 def _positive_int(name: str, value: str) -> int:
     try:
-        number = int(value)
-    except ValueError:
-        raise LaunchArgumentError(f"{name}: expected an integer, got {value!r}") from None
+        number = integer_text(value)
+    except ValueError as exc:
+        raise LaunchArgumentError(f"{name}: {exc}") from None
     if number < 1:
         raise LaunchArgumentError(f"{name}: must be >= 1, got {number}")
     return number
@@ -165,12 +163,9 @@ def _positive_int(name: str, value: str) -> int:
 
 def _number(name: str, value: str) -> float:
     try:
-        number = float(value)
-    except ValueError:
-        raise LaunchArgumentError(f"{name}: expected a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise LaunchArgumentError(f"{name}: expected a finite number, got {value!r}")
-    return number
+        return number_text(value)
+    except ValueError as exc:
+        raise LaunchArgumentError(f"{name}: {exc}") from None
 
 
 def _handoff_overrides(args: Mapping[str, str]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import yaml
 from cosmos_reasoner_ros.package_files import config_file
 from cosmos_reasoner_ros.parameters.node_clips import DEFAULT_MEDIA_DIR
 from cosmos_reasoner_ros.parameters.server_url import server_root, server_url_problem
+from cosmos_reasoner_ros.parameters.text_values import boolean_text, integer_text, number_text
 
 from .container_settings import mount_problem, parse_container
 from .errors import ConfigError
@@ -340,16 +341,16 @@ def _coerce(value: Any, default: Any) -> Any:
     """A YAML value or a command-line string as the type of the setting's default. Strings that look like
     JSON lists or mappings are parsed as JSON (`--set 'executable=["/venv/bin/python", "-m", "vllm..."]'`)."""
     if isinstance(default, bool):
-        if isinstance(value, str):
-            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"expected true or false, got {value!r}")
-            return value.lower() in ("true", "1", "yes")
-        return bool(value)
+        return boolean_text(value) if isinstance(value, str) else bool(value)
     if isinstance(default, int):
+        if isinstance(value, str):
+            return integer_text(value)
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise ValueError(f"expected an integer, got {value!r}")
         return int(value)
     if isinstance(default, float):
+        if isinstance(value, str):
+            return number_text(value)
         if isinstance(value, bool):
             raise ValueError(f"expected a number, got {value!r}")
         return float(value)

@@ -4,7 +4,6 @@ on a task or metric the run has no value for fails, rather than passing unseen."
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ from cosmos_reasoner_ros.bag.errors import BagError
 from cosmos_reasoner_ros.bag.judge.compare import Check
 from cosmos_reasoner_ros.bag.scores.metric_specs import METRICS
 from cosmos_reasoner_ros.bag.scores.scoring import TaskScores
+from cosmos_reasoner_ros.parameters.text_values import number_text
 
 __all__ = ["MinScore", "parse_min_score", "score_checks"]
 
@@ -40,11 +40,9 @@ def parse_min_score(text: str, where: str = "--min-score") -> MinScore:
     if metric not in METRICS:
         raise BagError(f"{where}: unknown metric {metric[:40]!r}; known: {', '.join(METRICS)}")
     try:
-        limit = float(value)
-    except ValueError:
-        raise BagError(f"{where}: the value of {key.strip()[:80]} is not a number") from None
-    if not math.isfinite(limit):
-        raise BagError(f"{where}: the value of {key.strip()[:80]} must be finite")
+        limit = number_text(value)
+    except ValueError as exc:
+        raise BagError(f"{where}: the value of {key.strip()[:80]}: {str(exc)[:120]}") from None
     return MinScore(task, metric, limit)
 
 

@@ -139,8 +139,9 @@ def test_thresholds_are_checks() -> None:
         ("trajectory", "takes TASK.METRIC=VALUE"),
         ("ade_px=3", "takes TASK.METRIC=VALUE"),
         ("trajectory.ade=3", "unknown metric 'ade'"),
-        ("trajectory.ade_px=x", "is not a number"),
-        ("trajectory.ade_px=nan", "must be finite"),
+        ("trajectory.ade_px=x", "trajectory.ade_px: expected a number"),
+        ("trajectory.ade_px=nan", "expected a finite number"),
+        ("trajectory.ade_px=inf", "expected a finite number"),
     ],
 )
 def test_a_bad_threshold_is_refused(text: str, says: str) -> None:
