@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -144,28 +144,22 @@ class LaunchPlan:
     node: NodeSpec
 
 
-def _bool(name: str, value: str) -> bool:
+_T = TypeVar("_T")
+
+
+def _read(name: str, read: Callable[[str], _T], value: str) -> _T:
+    """The launch argument `name:=value` read by one of parameters/text_values.py's rules."""
     try:
-        return boolean_text(value)
+        return read(value)
     except ValueError as exc:
         raise LaunchArgumentError(f"{name}: {exc}") from None
 
 
 def _positive_int(name: str, value: str) -> int:
-    try:
-        number = integer_text(value)
-    except ValueError as exc:
-        raise LaunchArgumentError(f"{name}: {exc}") from None
+    number = _read(name, integer_text, value)
     if number < 1:
         raise LaunchArgumentError(f"{name}: must be >= 1, got {number}")
     return number
-
-
-def _number(name: str, value: str) -> float:
-    try:
-        return number_text(value)
-    except ValueError as exc:
-        raise LaunchArgumentError(f"{name}: {exc}") from None
 
 
 def _handoff_overrides(args: Mapping[str, str]) -> dict[str, Any]:
@@ -177,7 +171,7 @@ def _handoff_overrides(args: Mapping[str, str]) -> dict[str, Any]:
         out["handoff.mode"] = args["handoff"]
     for name in ("camera_height_m", "camera_pitch_deg"):
         if args[name]:
-            out[f"handoff.{name}"] = _number(name, args[name])
+            out[f"handoff.{name}"] = _read(name, number_text, args[name])
     for argument, parameter in (
         ("handoff_action", "action_name"),
         ("controller_id", "controller_id"),
@@ -188,7 +182,7 @@ def _handoff_overrides(args: Mapping[str, str]) -> dict[str, Any]:
             out[f"handoff.{parameter}"] = args[argument]
     for name in ("validate_path", "confirm"):
         if args[name]:
-            out[f"handoff.{name}"] = _bool(name, args[name])
+            out[f"handoff.{name}"] = _read(name, boolean_text, args[name])
     return out
 
 
@@ -198,8 +192,8 @@ def plan(values: Mapping[str, str], python: str = sys.executable) -> LaunchPlan:
     if unknown:
         raise LaunchArgumentError(f"unknown launch arguments: {', '.join(unknown)}")
     args = {a.name: str(values.get(a.name, a.default)).strip() for a in ARGUMENTS}
-    start_server = _bool("start_server", args["start_server"])
-    lifecycle = _bool("lifecycle", args["lifecycle"])
+    start_server = _read("start_server", boolean_text, args["start_server"])
+    lifecycle = _read("lifecycle", boolean_text, args["lifecycle"])
     port = _positive_int("port", args["port"])
     if port > 65535:
         raise LaunchArgumentError(f"port: must be <= 65535, got {port}")
