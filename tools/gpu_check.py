@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -191,16 +190,10 @@ def serve(name: str, overrides: dict[str, Any], plan: list[tuple[int, str]]) -> 
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    RESULTS["versions"] = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import importlib.metadata as m; print({d: m.version(d) for d in "
-            "('vllm','torch','transformers','xgrammar','llguidance','openai')})",
-        ],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    RESULTS["versions"] = gpu_driver.python_output(
+        "import importlib.metadata as m; print({d: m.version(d) for d in "
+        "('vllm','torch','transformers','xgrammar','llguidance','openai')})"
+    ).strip()
     api = int(os.environ.get("API_SERVERS", "4"))
     first = [
         (1, "model"),

@@ -6,6 +6,7 @@ Imported from beside them (a script's own folder is first on sys.path)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 import traceback
@@ -99,3 +100,8 @@ def point_tier_at_gpu(
     tier.missing_reason = lambda: None
     tier.tiny_checkpoint = lambda layout="qwen3vl": checkpoint
     tier.vllm_python = lambda: Path(sys.executable)
+
+
+def python_output(code: str) -> str:
+    """What this Python prints running `code` in a fresh process (the versions of what it has installed)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
