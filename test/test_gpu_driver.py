@@ -3,8 +3,8 @@ shipped settings filled in for a device run."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,11 @@ import pytest
 import yaml
 from support.paths import ROOT
 
-sys.path.insert(0, str(ROOT / "tools"))
-import gpu_driver
+# Loaded from its file: tools/ on sys.path would put its scripts' names before other modules of this session.
+_spec = importlib.util.spec_from_file_location("gpu_driver", ROOT / "tools" / "gpu_driver.py")
+assert _spec is not None and _spec.loader is not None
+gpu_driver = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_driver)
 
 
 def run_in(tmp_path: Path, budget_s: float = 100.0) -> gpu_driver.DriverRun:
