@@ -11,15 +11,14 @@ Prints JSON on its last line and writes bench/results/answer_checks.json.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from figures import write_figures
 from support.handoff_answers import FRAME, INTRINSICS, H, W, outcome, points_text, settings
-from support.paths import BENCH_RESULTS
 
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.handoff.ground_path import ground_path
@@ -27,8 +26,6 @@ from cosmos_reasoner_ros.reasoner import TaskCatalog, parse_answer
 from cosmos_reasoner_ros.reasoner.completeness import whole_values
 from cosmos_reasoner_ros.reasoner.json_scan import json_values
 from cosmos_reasoner_ros.schemas.schema_samples import serialize, valid_values
-
-RESULT = BENCH_RESULTS / "answer_checks.json"
 
 
 def per_call_us(call: Callable[[], object], n: int) -> float:
@@ -120,9 +117,7 @@ def main() -> int:
         "tasks": task_figures(TaskCatalog.load(), args.rounds, args.n),
         "drive_path": {f"{k}_points": path_row(k, args.rounds, max(1, args.n // 3)) for k in (16, 200)},
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results))
+    write_figures("answer_checks", results, indent=2)
     return 0
 
 

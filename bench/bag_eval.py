@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import cv2
+from figures import write_figures
 from support import vllm_tier
-from support.paths import BENCH_RESULTS, ROBOT_CLIP
+from support.paths import ROBOT_CLIP
 from support.processes import bench_domain
 
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag, source_frames
@@ -117,10 +118,7 @@ def main() -> int:
             figures["runs"].append(result)
             print(json.dumps(result), file=sys.stderr)
     figures.pop("warm", None)
-    out_file = BENCH_RESULTS / "bag_eval.json"
-    out_file.parent.mkdir(exist_ok=True)
-    out_file.write_text(json.dumps(figures, indent=1) + "\n")
-    print(json.dumps(figures))
+    write_figures("bag_eval", figures, indent=1)
     return 0
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from support.paths import BENCH_RESULTS, ROBOT_CLIP, SHM_PROFILE
+from figures import write_figures
+from support.paths import ROBOT_CLIP, SHM_PROFILE
 from support.processes import module_cmd
 
 CLIP = ROBOT_CLIP
@@ -122,10 +123,7 @@ def main() -> None:
             "shm_profile": bench_play(bag, make["rgb8"]["frames"], work, PROFILE),
         }
     result = {"clip": "robotics_next_action.mp4 at 30 Hz, 644x476", "make": make, "play": play}
-    out = BENCH_RESULTS / "bag_play.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    write_figures("bag_play", result, indent=2)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,12 @@ configured bound. Prints JSON on its last line and writes bench/results/buffer_m
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import cv2
-from support.paths import BENCH_RESULTS, ROBOT_CLIP
+from figures import write_figures
+from support.paths import ROBOT_CLIP
 
 from cosmos_reasoner_ros.clips.image_conversion import Frame
 from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
@@ -98,10 +98,7 @@ def main() -> None:
         # The buffers' bytes stay within the bound; the process grows by the bound plus allocator slack.
         "within_bound": fill <= total_bound and rss - baseline_rss <= total_bound / MIB + 64,
     }
-    out = BENCH_RESULTS / "buffer_memory.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary))
+    write_figures("buffer_memory", summary, indent=2)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import statistics
 import tempfile
 import threading
 import time
@@ -28,13 +27,13 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from figures import latency_ms
 from support.camera_publisher import camera_process
 from support.load import node_process
 from support.paths import BENCH_RESULTS, SHM_PROFILE
 from support.processes import bench_domain, wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
-from cosmos_reasoner_ros.percentiles import percentile
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -202,7 +201,7 @@ def phase(client: Client, server: ScriptedServer, seconds: float, load: GoalLoad
         client.timed(client.get_parameters, request, latencies["get_parameters"], lost)
         client.timed(client.trigger, client.Trigger.Request(), latencies["trigger"], lost)
     wait_until(lambda: all(len(v) >= i for v in latencies.values()), 60.0, "every answer")
-    figures: dict[str, Any] = {k: stats(v) for k, v in latencies.items()}
+    figures: dict[str, Any] = {k: latency_ms(v) for k, v in latencies.items()}
     figures["unanswered_after_60_s"] = len(lost)
     figures["deactivate_s"] = round(client.transition(4), 3)  # with the goals (if any) in flight
     if load is not None:
@@ -210,18 +209,6 @@ def phase(client: Client, server: ScriptedServer, seconds: float, load: GoalLoad
         figures["goals_ended"] = load.ended
     figures["activate_s"] = round(client.transition(3), 3)
     return figures
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if not ordered:
-        return {"n": 0}
-    return {
-        "n": len(ordered),
-        "median_ms": round(1000 * statistics.median(ordered), 1),
-        "p95_ms": round(1000 * percentile(ordered, 0.95), 1),
-        "max_ms": round(1000 * ordered[-1], 1),
-    }
 
 
 def measure(source: Path | None, seconds: float, goals: int, burners: int) -> dict[str, Any]:

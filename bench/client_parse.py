@@ -15,7 +15,7 @@ import threading
 import time
 
 import openai
-from support.paths import BENCH_RESULTS
+from figures import write_figures
 from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.errors import RequestCancelled
@@ -24,7 +24,6 @@ from cosmos_reasoner_ros.reasoner.parsing import parse_answer
 from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 
-RESULT = BENCH_RESULTS / "client_parse.json"
 TRAJECTORY = (
     "<think>\nThe gripper is at the lower left, the cup in the middle: up and right, then down.\n"
     "</think>\n\n```json\n"
@@ -142,9 +141,7 @@ def main() -> None:
             times.append(time.perf_counter() - start)
         results[f"parse_{kind}_median_us"] = round(statistics.median(times) * 1e6, 1)
 
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(results))
+    write_figures("client_parse", results, indent=2)
 
 
 if __name__ == "__main__":

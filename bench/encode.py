@@ -12,7 +12,6 @@ Goal: cold median <= 40 ms.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from support.paths import BENCH_RESULTS, ROBOT_CLIP
+from figures import write_figures
+from support.paths import ROBOT_CLIP
 
 from cosmos_reasoner_ros.bag.files.make import source_frames
 from cosmos_reasoner_ros.clips.clip_buffer import Clip
@@ -120,10 +120,7 @@ def main() -> None:
         "codecs": results,
         "goal_met_cold": {codec: r["median_ms"] <= GOAL_MS for codec, r in results.items()},
     }
-    out = BENCH_RESULTS / "encode.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary))
+    write_figures("encode", summary, indent=2)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Prints JSON on its last line and writes bench/results/latency_budget.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -23,10 +22,10 @@ import time
 from typing import Any
 
 from cosmos_reasoner_ros.action import Reason
+from figures import write_figures
 from support import vllm_tier
 from support.camera_publisher import camera_process
 from support.node_harness import Harness, base_params
-from support.paths import BENCH_RESULTS
 from support.processes import wait_until
 
 from cosmos_reasoner_ros.requests.outcome import LATENCY_STAGES
@@ -115,10 +114,7 @@ def main() -> int:
         "elapsed_s": round(time.monotonic() - started, 1),
         "load_average_1min": round(os.getloadavg()[0], 2),
     }
-    out = BENCH_RESULTS / "latency_budget.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps(figures))
+    write_figures("latency_budget", figures, indent=2)
     return 0
 
 

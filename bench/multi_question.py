@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import sys
@@ -33,8 +32,9 @@ import time
 from typing import Any
 
 import numpy as np
+from figures import write_figures
 from support import vllm_tier
-from support.paths import BENCH_RESULTS, ROBOT_CLIP
+from support.paths import ROBOT_CLIP
 
 from cosmos_reasoner_ros.bag.files.make import source_frames
 from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
@@ -233,10 +233,7 @@ def main() -> int:
         "elapsed_s": round(time.monotonic() - started, 1),
         "load_average_1min": round(os.getloadavg()[0], 2),
     }
-    out = BENCH_RESULTS / "multi_question.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps(figures))
+    write_figures("multi_question", figures, indent=2)
     return 0
 
 

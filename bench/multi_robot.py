@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from figures import write_figures
 from support import vllm_tier
-from support.paths import BENCH_RESULTS, ROBOT_CLIP
+from support.paths import ROBOT_CLIP
 
 from cosmos_reasoner_ros.bag.files.make import source_frames
 from cosmos_reasoner_ros.clips import VisionProfile
@@ -284,10 +285,7 @@ def main() -> int:
             for factory in {id(f): f for f in factories.values() if f}.values():
                 factory.close()
     figures["frontend_cpu_ratio_plain_to_model"] = _ratios(figures["runs"])
-    out = BENCH_RESULTS / "multi_robot.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(figures, indent=1) + "\n")
-    print(json.dumps(figures))
+    write_figures("multi_robot", figures, indent=1)
     return 0
 
 

@@ -12,7 +12,6 @@ Prints JSON on its last line and writes bench/results/request_overhead.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -21,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support.paths import BENCH_RESULTS, SHM_PROFILE
+from figures import write_figures
+from support.paths import SHM_PROFILE
 from support.processes import bench_domain
 
 from cosmos_reasoner_ros.percentiles import percentile
@@ -211,10 +211,7 @@ def main() -> None:
         "ratio_of_medians": round(statistics.median(rows["node"]) / statistics.median(rows["direct"]), 4),
         "goals": {"overhead_p95_ms": 50, "ratio": 1.05},
     }
-    out = BENCH_RESULTS / "request_overhead.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps(figures))
+    write_figures("request_overhead", figures, indent=2)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from figures import write_figures
 from support.labelled import generated_run
-from support.paths import BENCH_RESULTS, CONFIG, ROBOT_CLIP, TEST_DIR
+from support.paths import CONFIG, ROBOT_CLIP, TEST_DIR
 from support.processes import bench_domain
 from support.scripted_server import ScriptedReply, ScriptedServer, load_reply_file, request_text
 
@@ -190,10 +191,7 @@ def main() -> int:
         figures["leaderboard"] = leaderboard(Path(tmp), args.runs, args.requests)
         print(json.dumps(figures["leaderboard"]), file=sys.stderr)
         figures["evaluation"] = evaluation_overhead(Path(tmp), args.pairs)
-    out_file = BENCH_RESULTS / "scores.json"
-    out_file.parent.mkdir(exist_ok=True)
-    out_file.write_text(json.dumps(figures, indent=1) + "\n")
-    print(json.dumps(figures))
+    write_figures("scores", figures, indent=1)
     return 0
 
 

@@ -20,7 +20,6 @@ import collections
 import json
 import os
 import signal
-import statistics
 import tempfile
 import threading
 import time
@@ -29,13 +28,13 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from figures import latency_ms
 from support.camera_publisher import camera_process
 from support.load import Probe, node_process
 from support.paths import BENCH_RESULTS, SHM_PROFILE
 from support.processes import bench_domain, wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
-from cosmos_reasoner_ros.percentiles import percentile
 from cosmos_reasoner_ros.ros_compat import fastdds_profile_env
 from cosmos_reasoner_ros.server import group_members
 
@@ -89,18 +88,6 @@ def run(reply: ScriptedReply, extra: dict[str, Any], action: str, count: int) ->
         return figures
 
 
-def _stats(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if not ordered:
-        return {"n": 0}
-    return {
-        "n": len(ordered),
-        "median_ms": round(1000 * statistics.median(ordered), 1),
-        "p95_ms": round(1000 * percentile(ordered, 0.95), 1),
-        "max_ms": round(1000 * ordered[-1], 1),
-    }
-
-
 def _trigger_stream(probe: Probe, rate_hz: float, seconds: float) -> list[float]:
     """A trigger every 1/rate_hz seconds; the reply latency of each (send to reply)."""
     latencies: list[float] = []
@@ -131,7 +118,7 @@ def hostile_beside_triggers(
             hostile.start()
             beside += _trigger_stream(probe, rate_hz, seconds)
             hostile.join(300)
-        a, b = _stats(alone), _stats(beside)
+        a, b = latency_ms(alone), latency_ms(beside)
         return {
             "tasks_per_hostile_goal": tasks,
             "trigger_rate_hz": rate_hz,
@@ -140,7 +127,7 @@ def hostile_beside_triggers(
             "median_ratio": round(b["median_ms"] / a["median_ms"], 2) if a.get("median_ms") else None,
             "hostile_goals": len(refusals),
             "hostile_refused_with_one_result": sum(r["one_refusal"] for r in refusals),
-            "hostile_result_s": _stats([r["seconds"] for r in refusals]),
+            "hostile_result_s": latency_ms([r["seconds"] for r in refusals]),
             "node_alive": node.proc.poll() is None,
         }
 

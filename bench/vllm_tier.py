@@ -26,8 +26,9 @@ from typing import Any
 
 import cv2
 import openai
+from figures import write_figures
 from support import vllm_tier
-from support.paths import BENCH_RESULTS, ROBOT_CLIP
+from support.paths import ROBOT_CLIP
 
 CLIP = ROBOT_CLIP
 PROMPT = "What can be the next immediate action?"
@@ -114,10 +115,7 @@ def main() -> int:
                 server.ready = server.wait_ready(600, after_starts=starts)
                 figures["restart_s"] = round(time.monotonic() - killed, 1)
         print(f"{name}: {json.dumps(figures)}", file=sys.stderr)
-    out = BENCH_RESULTS / "vllm_tier.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(figures, indent=1) + "\n")
-    print(json.dumps(figures))
+    write_figures("vllm_tier", figures, indent=1)
     return 0
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import cv2
+from figures import write_figures
 from support import vllm_tier
-from support.paths import BENCH_RESULTS, ROBOT_CLIP
+from support.paths import ROBOT_CLIP
 
 from cosmos_reasoner_ros.clips import MediaRef
 from cosmos_reasoner_ros.reasoner import (
@@ -147,10 +148,7 @@ def main() -> int:
             print(f"{name}: {json.dumps(result)}", file=sys.stderr)
     figures.update(runs)
     figures["load_after"] = os.getloadavg()[0]
-    out = BENCH_RESULTS / "warmup.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(figures, indent=1) + "\n")
-    print(json.dumps(figures))
+    write_figures("warmup", figures, indent=1)
     return 0
 
 

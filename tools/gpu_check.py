@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -40,6 +39,7 @@ DRY = bool(os.environ.get("DRYRUN"))
 T0 = time.monotonic()
 sys.path[:0] = [str(PROJ), str(PROJ / "test"), str(PROJ / "bench"), str(PROJ / "test" / "vllm_tier")]
 
+import gpu_driver  # noqa: E402 (beside this script)
 import yaml  # noqa: E402
 from support import vllm_tier  # noqa: E402
 
@@ -47,40 +47,14 @@ SHIPPED = yaml.safe_load((PROJ / "config" / "server.yaml").read_text())
 RESULTS: dict[str, Any] = {"dry": DRY, "steps": {}}
 SECONDS = float(os.environ.get("K_SECONDS", "15"))
 REPEAT = int(os.environ.get("REPEAT", "4"))  # asks of each structured task per server
-
-
-def left() -> float:
-    return BUDGET - (time.monotonic() - T0)
-
-
-def save() -> None:
-    (OUT / "gpu_check.json").write_text(json.dumps(RESULTS, indent=1, default=str))
+RUN = gpu_driver.DriverRun(RESULTS, OUT / "gpu_check.json", BUDGET, T0)
+left, save = RUN.left, RUN.save
 
 
 def gpu_settings(checkpoint, layout, port, media_dir, work_dir, enforce_eager=True, **overrides):
-    s = dict(SHIPPED)
-    s.update(
-        {
-            "mode": "native",
-            "model": str(CK),
-            "served_model_name": vllm_tier.SERVED_NAME,
-            "host": "127.0.0.1",
-            "port": port,
-            "media_dir": str(media_dir),
-            "gpus": "0",
-            "cache_dir": "/tmp/vcache",
-            "ready_file": str(work_dir / "ready.json"),
-            "start_timeout_s": 600.0,
-            "env": {
-                **(SHIPPED.get("env") or {}),
-                "VLLM_USE_FLASHINFER_SAMPLER": "0",
-                "HF_HUB_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false",
-            },
-        }
+    return gpu_driver.shipped_settings(
+        SHIPPED, CK, vllm_tier.SERVED_NAME, port, media_dir, work_dir, "0", overrides
     )
-    s.update(overrides)
-    return s
 
 
 def _schema_errors(pairs):  # in-process: jsonschema is in /tmp/site with vLLM, which clean_env() drops
@@ -94,32 +68,15 @@ def _schema_errors(pairs):  # in-process: jsonschema is in /tmp/site with vLLM, 
 
 
 if not DRY:
-    vllm_tier.tiny_server_settings = gpu_settings
-    vllm_tier.missing_reason = lambda: None
-    vllm_tier.tiny_checkpoint = lambda layout="qwen3vl": CK
-    vllm_tier.vllm_python = lambda: Path(sys.executable)
+    gpu_driver.point_tier_at_gpu(vllm_tier, gpu_settings, CK)
     vllm_tier.schema_errors = _schema_errors
 
 
 def step(name, fn, *args):
     if left() < 45 or os.environ.get("ONLY", name) != name:
-        RESULTS["steps"][name] = {"skipped": f"{left():.0f} s left"}
-        save()
+        RUN.skip(name, f"{left():.0f} s left")
         return None
-    started = time.monotonic()
-    print(f"== {name} ({left():.0f} s left)", flush=True)
-    try:
-        RESULTS["steps"][name] = {"ok": True, "out": fn(*args)}
-    except BaseException as err:
-        RESULTS["steps"][name] = {
-            "ok": False,
-            "error": f"{type(err).__name__}: {err}"[:3000],
-            "trace": traceback.format_exc()[-3000:],
-        }
-    RESULTS["steps"][name]["s"] = round(time.monotonic() - started, 1)
-    save()
-    print(f"   {name}: {json.dumps(RESULTS['steps'][name], default=str)[:1200]}", flush=True)
-    return RESULTS["steps"][name]
+    return RUN.step(name, fn, *args, shown_chars=1200)
 
 
 def structured_table(server) -> dict[str, Any]:
@@ -233,16 +190,10 @@ def serve(name: str, overrides: dict[str, Any], plan: list[tuple[int, str]]) -> 
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    RESULTS["versions"] = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import importlib.metadata as m; print({d: m.version(d) for d in "
-            "('vllm','torch','transformers','xgrammar','llguidance','openai')})",
-        ],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    RESULTS["versions"] = gpu_driver.python_output(
+        "import importlib.metadata as m; print({d: m.version(d) for d in "
+        "('vllm','torch','transformers','xgrammar','llguidance','openai')})"
+    ).strip()
     api = int(os.environ.get("API_SERVERS", "4"))
     first = [
         (1, "model"),

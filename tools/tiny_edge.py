@@ -19,9 +19,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import build_tiny_checkpoint as builder  # beside this script; what the two layouts share
 import torch
 from safetensors.torch import save_file
-from transformers import GenerationConfig, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 SEED = 0
 HIDDEN = 128
@@ -29,10 +30,6 @@ BLOCKS = 2
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 64
 VISION_HIDDEN = 64
 PATCH = 16
-# As build_tiny_checkpoint.py: the last hidden dimension is a per-token "sentence-final" feature that only
-# lm_head's end-of-turn row reads, so that random answers end after some tens of tokens.
-END_FEATURE_MAX = 0.04
-END_LOGIT_WEIGHT = 1.2
 
 GENERATION_PROMPT = r"""{%- if add_generation_prompt -%}
 {{- '<|im_start|>assistant\n' -}}
@@ -67,15 +64,8 @@ def _config(vocab: int, ids: dict[str, int]) -> Any:
             "hidden_act": "relu2",
             "rms_norm_eps": 1e-5,
             "max_position_embeddings": 32768,
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 5000000.0,
-                "mrope_section": [12, 10, 10],
-                "mrope_interleaved": True,
-            },
-            "bos_token_id": ids["<|endoftext|>"],
-            "eos_token_id": ids["<|im_end|>"],
-            "pad_token_id": ids["<|endoftext|>"],
+            "rope_parameters": builder.MROPE,
+            **builder.text_token_ids(ids),
             "tie_word_embeddings": False,
         },
         vision_config={
@@ -95,10 +85,7 @@ def _config(vocab: int, ids: dict[str, int]) -> Any:
             "merger_intermediate_size": 256,
             "out_hidden_size": HIDDEN,
         },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
+        **builder.vision_token_ids(ids),
         tie_word_embeddings=False,
     )
     config.architectures = ["Cosmos3EdgeForConditionalGeneration"]
@@ -126,7 +113,7 @@ def _text_weights(vocab: int, end_id: int, gen: torch.Generator) -> dict[str, to
         "embed_tokens.weight": rand(vocab, HIDDEN),
         "norm.weight": torch.ones(HIDDEN),
     }
-    weights["embed_tokens.weight"][:, dim] = torch.rand(vocab, generator=gen) * END_FEATURE_MAX
+    weights["embed_tokens.weight"][:, dim] = torch.rand(vocab, generator=gen) * builder.END_FEATURE_MAX
     for n in range(BLOCKS):
         block = {
             "input_layernorm.weight": torch.ones(HIDDEN),
@@ -147,7 +134,7 @@ def _text_weights(vocab: int, end_id: int, gen: torch.Generator) -> dict[str, to
         weights.update({f"layers.{n}.{k}": v for k, v in block.items()})
     head = rand(vocab, HIDDEN)
     head[:, dim] = 0
-    head[end_id, dim] = END_LOGIT_WEIGHT
+    head[end_id, dim] = builder.END_LOGIT_WEIGHT
     weights["lm_head.weight"] = head
     weights["proj_in.weight"] = rand(HIDDEN, 16)
     return weights
@@ -203,24 +190,11 @@ def _processors(out: Path, tok: PreTrainedTokenizerBase, template: str) -> None:
         Cosmos3EdgeVideoProcessor,
     )
 
-    norm: dict[str, Any] = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
     image = Cosmos3EdgeImageProcessor(
-        size={"shortest_edge": 64 * 32 * 32, "longest_edge": 512 * 32 * 32},
-        patch_size=PATCH,
-        merge_size=2,
-        max_num_patches=2048,
-        **norm,
+        size=builder.IMAGE_SIZE, patch_size=PATCH, merge_size=2, max_num_patches=2048, **builder.PIXEL_NORM
     )
     video = Cosmos3EdgeVideoProcessor(
-        size={"shortest_edge": 4 * 32 * 32, "longest_edge": 2048 * 32 * 32},
-        patch_size=PATCH,
-        temporal_patch_size=1,
-        merge_size=2,
-        fps=2,
-        min_frames=4,
-        max_frames=768,
-        do_sample_frames=True,
-        **norm,
+        patch_size=PATCH, temporal_patch_size=1, merge_size=2, **builder.VIDEO_SAMPLING, **builder.PIXEL_NORM
     )
     Cosmos3EdgeProcessor(
         image_processor=image, tokenizer=tok, video_processor=video, chat_template=template
@@ -251,14 +225,6 @@ def build_edge(out: Path, tok: PreTrainedTokenizerBase, tokens: list[str]) -> No
         out / "transformer" / "diffusion_pytorch_model.safetensors",
     )
     _save(_vision_weights(gen), out / "vision_encoder" / "diffusion_pytorch_model.safetensors")
-    GenerationConfig(
-        bos_token_id=ids["<|endoftext|>"],
-        pad_token_id=ids["<|endoftext|>"],
-        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-        do_sample=True,
-        temperature=0.6,
-        top_p=0.95,
-        top_k=20,
-    ).save_pretrained(out)
+    builder.generation_config(ids).save_pretrained(out)
     tok.save_pretrained(out)
     _processors(out, tok, template)
