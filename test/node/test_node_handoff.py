@@ -784,9 +784,9 @@ def destroyed_while_gathered(monkeypatch: pytest.MonkeyPatch, h: Harness) -> Ite
     """The race of ros2/rclpy#1284, made certain: the harness's spin thread gathers a QoS event handler of one
     of the node's input subscriptions for its wait set, and the deactivate (this thread) destroys that
     subscription before the spin thread enters the handler. rclpy skips the entering's InvalidHandle, then
-    adds the destroyed handler to the wait set anyway: InvalidHandle out of spin_once (Jazzy's rclpy 7.1,
-    Kilted's 9.1). Under load this window was hit by chance: once in 5 runs beside 4 CPU burners. Yields
-    what entering raised (an InvalidHandle: the window was hit)."""
+    adds the destroyed handler to the wait set anyway: InvalidHandle out of spin_once (rclpy 7.1.6 and 9.1.2,
+    as pinned here; fixed upstream by ros2/rclpy#1590). Under load the window was hit by chance: once in 5
+    runs beside 4 CPU burners. Yields what entering raised (an InvalidHandle: the window was hit)."""
     from rclpy.event_handler import EventHandler
 
     doomed = {e for entity in h.node._inputs for e in getattr(entity, "event_handlers", ())}

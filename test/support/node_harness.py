@@ -80,8 +80,9 @@ class Harness:
         """As main spins the node: through main.Spinner, which logs what a spin_once raises (with the node's
         logger) and spins on, until close. rclpy's bare spin(), used before, ended at the first exception, and
         with it every callback of the node and the probe: a transition that destroys a subscription while this
-        thread builds its wait set makes rclpy raise InvalidHandle (ros2/rclpy#1284; Jazzy's rclpy 7.1,
-        Kilted's 9.1), and a `cancel` decision published during deactivate never reached the probe."""
+        thread builds its wait set makes rclpy raise InvalidHandle (ros2/rclpy#1284, fixed upstream by
+        ros2/rclpy#1590, in Kilted's 9.1.5; the 7.1.6 and 9.1.2 used here have it), and a `cancel` decision
+        published during deactivate never reached the probe."""
         spinner = Spinner(self.executor, ProblemLog(self.node.get_logger().error))
         try:
             while not self._spin_ends.is_set() and self.context.ok():
