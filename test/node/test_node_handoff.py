@@ -12,6 +12,9 @@ import math
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -774,6 +777,83 @@ def test_the_stop_cancels_a_goal_with_no_response_by_its_id(tmp_path: Path, harn
         assert t.event(rid, "cancel").reason == "the node stops (deactivate); on_stop is cancel"
         wait_until(lambda: goal_id in withheld.cancel_ids, 10.0, "a cancel naming the goal's id")
         assert set(withheld.cancel_ids) == {goal_id}
+
+
+@contextmanager
+def destroyed_while_gathered(monkeypatch: pytest.MonkeyPatch, h: Harness) -> Iterator[list[Exception]]:
+    """The race of ros2/rclpy#1284, made certain: the harness's spin thread gathers a QoS event handler of one
+    of the node's input subscriptions for its wait set, and the deactivate (this thread) destroys that
+    subscription before the spin thread enters the handler. rclpy skips the entering's InvalidHandle, then
+    adds the destroyed handler to the wait set anyway: InvalidHandle out of spin_once (rclpy 7.1.6 and 9.1.2,
+    as pinned here; fixed upstream by ros2/rclpy#1590). Under load the window was hit by chance: once in 5
+    runs beside 4 CPU burners. Yields what entering raised (an InvalidHandle: the window was hit)."""
+    from rclpy.event_handler import EventHandler
+
+    doomed = {e for entity in h.node._inputs for e in getattr(entity, "event_handlers", ())}
+    assert doomed, "an input subscription with QoS event handlers"
+    changed = threading.Condition()
+    held: list[Any] = []
+    destroyed: set[Any] = set()
+    raised: list[Exception] = []
+    enter, destroy = EventHandler.__enter__, EventHandler.destroy
+
+    def entering(handler: Any) -> None:
+        if handler not in doomed or threading.current_thread() is not h.thread:
+            return enter(handler)
+        with changed:
+            held.append(handler)
+            changed.notify_all()
+            changed.wait_for(lambda: handler in destroyed, 30.0)
+        try:
+            return enter(handler)
+        except Exception as exc:
+            raised.append(exc)
+            raise
+
+    def destroying(handler: Any) -> None:
+        destroy(handler)
+        with changed:
+            destroyed.add(handler)
+            changed.notify_all()
+
+    monkeypatch.setattr(EventHandler, "__enter__", entering)
+    monkeypatch.setattr(EventHandler, "destroy", destroying)
+    with changed:
+        assert changed.wait_for(lambda: held, 30.0), "the spin thread gathering an input's event handler"
+    yield raised
+
+
+def test_the_stop_s_cancel_reaches_the_probe_when_deactivate_destroys_what_the_executor_gathered(
+    tmp_path: Path, harness_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """test_the_stop_cancels_a_goal_with_no_response_by_its_id failed once beside 4 CPU burners: the node
+    published `cancel` (its log said so) and the probe never received it. The harness's spin thread had died:
+    the deactivate destroyed the camera subscription while that thread built its wait set (ros2/rclpy#1284),
+    and the harness spun with rclpy's bare spin(), which ends at the first exception; reasoner_node's main
+    spins through main.Spinner, which logs it and spins on. The window made certain: the cancel still
+    arrives, and everything after it (the stop's cancel by id)."""
+    from rclpy.exceptions import InvalidHandle
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    with (
+        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
+        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
+        nav2_standins(withheld="/follow_path") as nav2,
+    ):
+        withheld = nav2.withheld
+        assert withheld is not None
+        params = handoff_params(tmp_path, server.base_url, goal_response_timeout_s=120.0)
+        t = Handoff(harness_factory(params))
+        t.sees_nav2()
+        rid = t.h.trigger_id()
+        assert t.h.result_for(rid).handoff.decision == "sent"
+        (goal_id,) = wait_until(lambda: list(withheld.goal_ids), 20.0, "the goal at the stand-in")
+        with destroyed_while_gathered(monkeypatch, t.h) as raised:
+            assert t.h.node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        assert raised and all(isinstance(e, InvalidHandle) for e in raised), raised
+        assert t.event(rid, "cancel").reason == "the node stops (deactivate); on_stop is cancel"
+        wait_until(lambda: goal_id in withheld.cancel_ids, 10.0, "a cancel naming the goal's id")
+        assert t.h.thread.is_alive()
 
 
 RESULT_TIMEOUT_S = 1.0  # handoff.result_timeout_s in the tests of a withheld result

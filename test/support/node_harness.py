@@ -1,4 +1,5 @@
-"""reasoner_node in this process for tests and benchmarks: the node and a probe node on one executor thread.
+"""reasoner_node in this process for tests and benchmarks: the node and a probe node on one executor thread,
+spun as reasoner_node's main spins it (main.Spinner).
 
 Point it at any OpenAI-compatible server with `base_params(server_url, media_dir, ...)` (the scripted server,
 or a real vLLM from support.vllm_tier); the probe records everything the node publishes and calls
@@ -19,7 +20,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Path as PathMsg
 from rclpy.action import ActionClient
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
@@ -27,6 +28,8 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
+from cosmos_reasoner_ros.node.diagnostics import ProblemLog
+from cosmos_reasoner_ros.node.main import Spinner
 from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode
 from support.collector import Collector
 from support.processes import wait_until
@@ -67,10 +70,25 @@ class Harness:
         )
         self.executor.add_node(self.node)
         self.executor.add_node(self.probe)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._spin_ends = threading.Event()
+        self.thread = threading.Thread(target=self._spin, name="harness-spin", daemon=True)
         self.thread.start()
         self.camera = camera
         self.closed = False
+
+    def _spin(self) -> None:
+        """As main spins the node: through main.Spinner, which logs what a spin_once raises (with the node's
+        logger) and spins on, until close. rclpy's bare spin(), used before, ended at the first exception, and
+        with it every callback of the node and the probe: a transition that destroys a subscription while this
+        thread builds its wait set makes rclpy raise InvalidHandle (ros2/rclpy#1284, fixed upstream by
+        ros2/rclpy#1590, in Kilted's 9.1.5; the 7.1.6 and 9.1.2 used here have it), and a `cancel` decision
+        published during deactivate never reached the probe."""
+        spinner = Spinner(self.executor, ProblemLog(self.node.get_logger().error))
+        try:
+            while not self._spin_ends.is_set() and self.context.ok():
+                spinner.spin_once(0.1)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
 
     def frames_buffered(self) -> int:
         return self.node.buffers[self.camera].stats().added
@@ -134,6 +152,7 @@ class Harness:
         self.node.destroy_node()
         self.action.destroy()
         self.probe.destroy_node()
+        self._spin_ends.set()
         self.executor.shutdown()
         rclpy.shutdown(context=self.context)
         self.thread.join(10)
