@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from types import FrameType
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -70,6 +71,7 @@ if _started_as_node():
 import argparse  # noqa: E402 (after the handlers: see the module's docstring)
 
 import rclpy  # noqa: E402
+from rclpy.exceptions import InvalidHandle  # noqa: E402
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor  # noqa: E402
 from rclpy.signals import SignalHandlerOptions  # noqa: E402
 from rclpy.utilities import ok, remove_ros_args, try_shutdown  # noqa: E402
@@ -99,13 +101,32 @@ def usage() -> argparse.ArgumentParser:
     )
 
 
+def destroyed_while_gathered(exc: BaseException) -> bool:
+    """Whether `exc` is rclpy's InvalidHandle raised while the executor gathered its next wait set: a
+    subscription or timer that a lifecycle transition on another thread destroyed meanwhile (the rclpy of
+    Jazzy 7.1.6 and Kilted 9.1.2 adds a handler it could not lock, ros2/rclpy#1284). The next spin gathers
+    without it, so it is no callback's failure. The same error raised anywhere else (a callback using what
+    was destroyed) is one."""
+    if not isinstance(exc, InvalidHandle):
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(frame.name == "_wait_for_ready_callbacks" for frame in frames)
+
+
 class Spinner:
     """The executor's spin, immune to what a callback raises: rclpy re-raises a callback's exception from
     the next spin_once, and one escaping it ended the process (exit 1, with a traceback). It is logged, once
     per kind and place in a while, and the node keeps spinning; only the ROS context's end stops it."""
 
-    def __init__(self, executor: MultiThreadedExecutor, log: ProblemLog, start_wait_s: float = 0.005) -> None:
+    def __init__(
+        self,
+        executor: MultiThreadedExecutor,
+        log: ProblemLog,
+        start_wait_s: float = 0.005,
+        race_log: ProblemLog | None = None,
+    ) -> None:
         self._executor, self._log = executor, log
+        self._race_log = race_log or log
         self._start_wait_s = start_wait_s
 
     def spin_once(self, timeout_s: float) -> None:
@@ -114,9 +135,16 @@ class Spinner:
         except (KeyboardInterrupt, ExternalShutdownException):
             raise
         except Exception as exc:
-            self._log.report(
-                failure_place(exc), f"a callback failed ({failure_summary(exc)}); the node keeps running"
-            )
+            if destroyed_while_gathered(exc):
+                self._race_log.report(
+                    "rclpy:wait set",
+                    "an entity destroyed by a transition was in the executor's next wait set (rclpy's race, "
+                    f"ros2/rclpy#1284, fixed upstream by #1590: {failure_summary(exc)}); nothing was lost",
+                )
+            else:
+                self._log.report(
+                    failure_place(exc), f"a callback failed ({failure_summary(exc)}); the node keeps running"
+                )
         self._let_handlers_start()
 
     def _let_handlers_start(self) -> None:
@@ -209,7 +237,8 @@ def _run(args: list[str] | None, stop: StopFlag) -> int:
             return 2
         executor = MultiThreadedExecutor(num_threads=node.executor_threads)
         executor.add_node(node)
-        spinner = Spinner(executor, ProblemLog(node.get_logger().error))
+        logger = node.get_logger()
+        spinner = Spinner(executor, ProblemLog(logger.error), race_log=ProblemLog(logger.info))
         try:
             while not stop.is_set() and ok():
                 spinner.spin_once(0.1)
