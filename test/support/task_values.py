@@ -19,3 +19,26 @@ TEXT_TOKENS, STRUCTURED_TOKENS = 1024, 2048
 # box without area, a region whose caption is only (Unicode) white space. The JSON was found and read; its
 # values mean nothing.
 SEMANTIC_REFUSALS = ("before it starts", "has no area", "has no caption")
+
+
+def trajectory_schema(max_points: int) -> dict[str, object]:
+    """A json_schema for one to max_points labelled trajectory points, in 0-1000 coordinates."""
+    return {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": max_points,
+        "items": {
+            "type": "object",
+            "properties": {
+                "point_2d": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0, "maximum": 1000},
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                "label": {"type": "string", "enum": ["gripper trajectory"]},
+            },
+            "required": ["point_2d", "label"],
+            "additionalProperties": False,
+        },
+    }
