@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import vllm_tier
 from support.grammar_backends import backend_env, pins
+from support.task_values import STRUCTURED_TASKS
 
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.reasoner import TaskCatalog
@@ -55,20 +56,7 @@ def test_the_shipped_structured_tasks_are_the_catalogs() -> None:
     catalog = TaskCatalog.load()
     structured = {n for n in catalog.names() if catalog.spec(n).json_schema is not None}
     grammars = structured_output.catalog_grammars()
-    assert (
-        set(grammars)
-        == structured
-        == {
-            "trajectory",
-            "drive_path",
-            "grounding_2d",
-            "region_captions",
-            "temporal_localization",
-            "temporal_localization_mmss",
-            "timestamp_query",
-            "plausibility",
-        }
-    )
+    assert set(grammars) == structured == STRUCTURED_TASKS
     for name, grammar in grammars.items():
         assert grammar.json_schema == catalog.spec(name).json_schema
         assert grammar.reasoning == catalog.spec(name).reasoning and grammar.media == catalog.spec(name).media

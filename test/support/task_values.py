@@ -19,6 +19,19 @@ TEXT_TOKENS, STRUCTURED_TOKENS = 1024, 2048
 # box without area, a region whose caption is only (Unicode) white space. The JSON was found and read; its
 # values mean nothing.
 SEMANTIC_REFUSALS = ("before it starts", "has no area", "has no caption")
+# The shipped catalog's tasks with a json_schema (structured output).
+STRUCTURED_TASKS = frozenset(
+    {
+        "trajectory",
+        "drive_path",
+        "grounding_2d",
+        "region_captions",
+        "temporal_localization",
+        "temporal_localization_mmss",
+        "timestamp_query",
+        "plausibility",
+    }
+)
 
 
 def trajectory_schema(max_points: int) -> dict[str, object]:
