@@ -4,6 +4,11 @@ model's answers."""
 
 from __future__ import annotations
 
+from cosmos_reasoner_ros.clips.media_store import MediaRef
+from cosmos_reasoner_ros.reasoner.answer_stream import Completion
+from cosmos_reasoner_ros.reasoner.parsing import ParsedAnswer, parse_answer
+from cosmos_reasoner_ros.reasoner.tasks import RenderedTask
+
 # A value for every placeholder of the shipped catalog.
 VALUES = {
     "task": "put the charger in the box",
@@ -55,3 +60,19 @@ def trajectory_schema(max_points: int) -> dict[str, object]:
             "additionalProperties": False,
         },
     }
+
+
+def parse_as_the_node(
+    completion: Completion, task: RenderedTask, ref: MediaRef, structured: bool
+) -> ParsedAnswer:
+    """A task's completion parsed as the node parses it: in the pixels of the media asked about, against the
+    task's schema where the request asked for structured output. Raises ParseError."""
+    return parse_answer(
+        completion.text,
+        task.answer_kind,
+        ref.width,
+        ref.height,
+        completion.finish_reason,
+        completion.reasoning,
+        schema=task.json_schema if structured else None,
+    )

@@ -30,6 +30,7 @@ from support.task_values import (
     STRUCTURED_TOKENS,
     TEXT_TOKENS,
     VALUES,
+    parse_as_the_node,
     trajectory_schema,
 )
 
@@ -555,15 +556,7 @@ def _ask_every_task(
             }
             row["reasoning_task"] = task.reasoning
             try:
-                row["parsed"] = parse_answer(
-                    completion.text,
-                    task.answer_kind,
-                    ref.width,
-                    ref.height,
-                    completion.finish_reason,
-                    completion.reasoning,
-                    schema=task.json_schema if request.structured else None,  # as the node parses it
-                )
+                row["parsed"] = parse_as_the_node(completion, task, ref, request.structured)
             except ParseError as err:
                 row["parse_error"] = f"{err.kind}: {err}"
             rows.append(row)
