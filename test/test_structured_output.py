@@ -14,13 +14,13 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from support import vllm_tier
-from support.paths import CACHE, ROOT
+from support.grammar_backends import backend_env, pins
+from support.task_values import STRUCTURED_TASKS
 
 from cosmos_reasoner_ros.errors import TaskError
 from cosmos_reasoner_ros.reasoner import TaskCatalog
 from cosmos_reasoner_ros.schemas import structured_output
 
-BACKEND_DIR = CACHE / "grammar-backends"
 # The temporal schema as it shipped before: its caption's {0,256} broke xgrammar 0.2.6-0.2.8 (vLLM 0.29-0.34).
 OLD_SEGMENTS = {
     "type": "array",
@@ -56,20 +56,7 @@ def test_the_shipped_structured_tasks_are_the_catalogs() -> None:
     catalog = TaskCatalog.load()
     structured = {n for n in catalog.names() if catalog.spec(n).json_schema is not None}
     grammars = structured_output.catalog_grammars()
-    assert (
-        set(grammars)
-        == structured
-        == {
-            "trajectory",
-            "drive_path",
-            "grounding_2d",
-            "region_captions",
-            "temporal_localization",
-            "temporal_localization_mmss",
-            "timestamp_query",
-            "plausibility",
-        }
-    )
+    assert set(grammars) == structured == STRUCTURED_TASKS
     for name, grammar in grammars.items():
         assert grammar.json_schema == catalog.spec(name).json_schema
         assert grammar.reasoning == catalog.spec(name).reasoning and grammar.media == catalog.spec(name).media
@@ -209,24 +196,6 @@ def test_a_large_request_reaches_a_probe_that_starts_late(tmp_path: Path) -> Non
 # ---- the compile check with every backend version (needs .venv-vllm and tools/setup_grammar_envs.py) ----
 
 
-def _pins() -> list[str]:
-    lines = (ROOT / "requirements-grammar.txt").read_text().splitlines()
-    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
-
-
-def _backend_env(pin: str) -> tuple[str, dict[str, str]]:
-    reason = vllm_tier.missing_reason()
-    if reason:
-        pytest.skip(reason)
-    name, version = pin.split("==")
-    where = BACKEND_DIR / f"{name}-{version}"
-    if not (where / ".cosmos-reasoner-stamp").exists():
-        pytest.skip(
-            f"{pin} is not set up in {where} (python tools/setup_grammar_envs.py; ./run test does it)"
-        )
-    return name, vllm_tier.clean_env({"PYTHONPATH": str(where)})
-
-
 @pytest.fixture(scope="module")
 def tokenizer() -> tuple[Path, int]:
     reason = vllm_tier.missing_reason()
@@ -238,9 +207,9 @@ def tokenizer() -> tuple[Path, int]:
 
 
 @pytest.mark.grammar
-@pytest.mark.parametrize("pin", _pins())
+@pytest.mark.parametrize("pin", pins())
 def test_every_task_schema_compiles_with_every_backend_version(pin: str, tokenizer: tuple[Path, int]) -> None:
-    backend, env = _backend_env(pin)
+    backend, env = backend_env(pin)
     version = pin.split("==")[1]
     schemas = {**shipped_schemas(), "old_segments": OLD_SEGMENTS}
     report = structured_output.compile_check(
@@ -268,7 +237,7 @@ def test_every_task_schema_compiles_with_every_backend_version(pin: str, tokeniz
 def test_the_start_up_check_needs_no_tokenizer_and_names_the_task_and_backend() -> None:
     """What the server (and a node with a backend) runs at start: the byte vocabulary, .venv-vllm's xgrammar
     0.2.8 with vLLM's own front-end check: a user's schema that would fail in the engine is named."""
-    _backend_env("xgrammar==0.2.8")
+    backend_env("xgrammar==0.2.8")
     user = copy.deepcopy(OLD_SEGMENTS)
     env = vllm_tier.clean_env()
     report = structured_output.compile_check(

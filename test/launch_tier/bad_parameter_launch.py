@@ -18,8 +18,6 @@ import launch_testing.actions
 import launch_testing.util
 import yaml
 from launch import LaunchDescription
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
 from support import launch_tools
 
 BAD_PARAMETER = "clip_seconds"
@@ -30,14 +28,10 @@ _WORK = tempfile.TemporaryDirectory(prefix="crr-launch-bad-")
 def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
     params = Path(_WORK.name) / "bad_reasoner.yaml"
     params.write_text(yaml.safe_dump({"reasoner_node": {"ros__parameters": {BAD_PARAMETER: BAD_VALUE}}}))
-    reasoner = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(launch_tools.reasoner_launch_file())),
-        launch_arguments={
-            "start_server": "false",
-            "server_url": "http://127.0.0.1:9/v1",  # never reached: the node stops before any request
-            "params_file": str(params),
-            "media_dir": str(Path(_WORK.name) / "media"),
-        }.items(),
+    reasoner = launch_tools.include_reasoner(
+        "http://127.0.0.1:9/v1",  # never reached: the node stops before any request
+        Path(_WORK.name) / "media",
+        params_file=str(params),
     )
     # The node is the only process and stops at once: keep the launch alive until the tests have looked.
     keep_alive = launch_testing.util.KeepAliveProc()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import unittest
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,7 @@ import yaml
 from cosmos_reasoner_ros.msg import HandoffDecision, ReasonerResult
 from diagnostic_msgs.msg import DiagnosticArray
 from launch import LaunchDescription
-from launch.actions import ExecuteProcess, IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.actions import ExecuteProcess
 from nav_msgs.msg import Path as PathMsg
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
@@ -87,20 +85,16 @@ def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
         "nav2_standins",
         module_cmd("support.nav2_standins", "--follow-path", "/follow_path", "--duration", "0.5"),
     )
-    reasoner = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(launch_tools.reasoner_launch_file())),
-        launch_arguments={
-            "start_server": "false",
-            "server_url": f"http://127.0.0.1:{port}/v1",
-            "media_dir": str(Path(_WORK.name) / "media"),
-            "params_file": str(params_file),
-            "handoff": "follow_path",
-            "camera_height_m": "0.5",
-            "camera_pitch_deg": "20",
-            "controller_id": "FollowPath",
-            "goal_checker_id": "goal_checker",
-            "progress_checker_id": "progress_checker",
-        }.items(),
+    reasoner = launch_tools.include_reasoner(
+        f"http://127.0.0.1:{port}/v1",
+        Path(_WORK.name) / "media",
+        params_file=str(params_file),
+        handoff="follow_path",
+        camera_height_m="0.5",
+        camera_pitch_deg="20",
+        controller_id="FollowPath",
+        goal_checker_id="goal_checker",
+        progress_checker_id="progress_checker",
     )
     return (
         LaunchDescription([server, camera, nav2, reasoner, launch_testing.actions.ReadyToTest()]),
@@ -181,10 +175,5 @@ class TestHandoff(launch_tools.ProbeCase):
 
 
 @launch_testing.post_shutdown_test()
-class TestShutdown(unittest.TestCase):
-    def test_every_process_exited_cleanly(self, proc_info: Any) -> None:
-        launch_testing.asserts.assertExitCodes(proc_info)
-
-    def test_the_node_logged_no_traceback(self, proc_output: Any) -> None:
-        text = "\n".join(o.text.decode(errors="replace") for o in proc_output)
-        self.assertNotIn("Traceback", text)
+class TestShutdown(launch_tools.CleanShutdown):
+    """Every process exited cleanly; none logged a traceback."""

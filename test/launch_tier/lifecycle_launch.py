@@ -14,7 +14,6 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import time
-import unittest
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,7 @@ import launch_testing.asserts
 from cosmos_reasoner_ros.msg import ReasonerResult
 from diagnostic_msgs.msg import DiagnosticArray
 from launch import LaunchDescription
-from launch.actions import ExecuteProcess, IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.actions import ExecuteProcess
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 from support import launch_tools
@@ -51,14 +49,10 @@ def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
         name="camera",
         output="screen",
     )
-    reasoner = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(launch_tools.reasoner_launch_file())),
-        launch_arguments={
-            "lifecycle": "true",
-            "start_server": "false",
-            "server_url": f"http://127.0.0.1:{port}/v1",
-            "media_dir": str(Path(_WORK.name) / "media"),
-        }.items(),
+    reasoner = launch_tools.include_reasoner(
+        f"http://127.0.0.1:{port}/v1",
+        Path(_WORK.name) / "media",
+        lifecycle="true",
     )
     return LaunchDescription([server, camera, reasoner, launch_testing.actions.ReadyToTest()]), {}
 
@@ -152,10 +146,5 @@ class TestTransitions(launch_tools.ProbeCase):
 
 
 @launch_testing.post_shutdown_test()
-class TestShutdown(unittest.TestCase):
-    def test_every_process_exited_cleanly(self, proc_info: Any) -> None:
-        launch_testing.asserts.assertExitCodes(proc_info)
-
-    def test_no_traceback(self, proc_output: Any) -> None:
-        text = "\n".join(o.text.decode(errors="replace") for o in proc_output)
-        self.assertNotIn("Traceback", text)
+class TestShutdown(launch_tools.CleanShutdown):
+    """Every process exited cleanly; none logged a traceback."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import time
-import unittest
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,7 @@ import yaml
 from cosmos_reasoner_ros.msg import ReasonerResult
 from diagnostic_msgs.msg import DiagnosticArray
 from launch import LaunchDescription
-from launch.actions import ExecuteProcess, IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.actions import ExecuteProcess
 from launch_testing_ros import WaitForTopics
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
@@ -71,13 +69,9 @@ def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
         output="screen",
         sigterm_timeout=HELPER_SIGTERM_TIMEOUT_S,
     )
-    reasoner = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(launch_tools.reasoner_launch_file())),
-        launch_arguments={
-            "start_server": "false",
-            "server_url": f"http://127.0.0.1:{port}/v1",
-            "media_dir": str(Path(_WORK.name) / "media"),
-        }.items(),
+    reasoner = launch_tools.include_reasoner(
+        f"http://127.0.0.1:{port}/v1",
+        Path(_WORK.name) / "media",
     )
     return (
         LaunchDescription([server, camera, reasoner, launch_testing.actions.ReadyToTest()]),
@@ -163,10 +157,5 @@ class TestRunning(launch_tools.ProbeCase):
 
 
 @launch_testing.post_shutdown_test()
-class TestShutdown(unittest.TestCase):
-    def test_every_process_exited_cleanly(self, proc_info: Any) -> None:
-        launch_testing.asserts.assertExitCodes(proc_info)
-
-    def test_the_node_logged_no_traceback(self, proc_output: Any) -> None:
-        text = "\n".join(o.text.decode(errors="replace") for o in proc_output)
-        self.assertNotIn("Traceback", text)
+class TestShutdown(launch_tools.CleanShutdown):
+    """Every process exited cleanly; none logged a traceback."""

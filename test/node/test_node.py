@@ -35,7 +35,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
-from support.node_harness import base_params, goal_summary  # noqa: E402
+from support.node_harness import base_params, depth_camera_node, goal_summary  # noqa: E402
 from support.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 from cosmos_reasoner_ros.node.reasoner_node import ConfigError, ReasonerNode  # noqa: E402
@@ -195,19 +195,10 @@ def test_3d_path_equals_analytic_back_projection(tmp_path: Path, harness_factory
     )
     with (
         ScriptedServer(default=ScriptedReply(text=TRAJECTORY_TEXT)) as server,
-        camera_process(
-            "/test_cam/image_raw",
-            W,
-            H,
-            depth_topic="/test_cam/depth",
-            info_topic="/test_cam/info",
-            depth_encoding=encoding,
-        ),
+        depth_camera_node(
+            harness_factory, params, server.base_url, width=W, height=H, depth_encoding=encoding
+        ) as h,
     ):
-        params["server_url"] = server.base_url
-        h = harness_factory(params)
-        h.wait_frames(3)
-        wait_until(lambda: "front" in h.node.outputs.camera_info, 20.0, "camera info")
         response = h.call_trigger()
         result = h.result_for(response.message)
         assert result.success, (result.error_kind, result.error)

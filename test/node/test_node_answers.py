@@ -16,7 +16,7 @@ from support.processes import wait_until
 rclpy = pytest.importorskip("rclpy", reason="needs rclpy (the ROS 2 Kilted wheels)")
 from action_msgs.msg import GoalStatus  # noqa: E402
 from cosmos_reasoner_ros.action import Reason  # noqa: E402
-from support.node_harness import Harness, base_params, goal_summary  # noqa: E402
+from support.node_harness import Harness, base_params, depth_camera_node, goal_summary  # noqa: E402
 from support.scripted_server import ScriptedReply, ScriptedServer  # noqa: E402
 
 from cosmos_reasoner_ros.node.ros_conversion import time_to_ns  # noqa: E402
@@ -60,14 +60,8 @@ def test_every_result_carries_its_timing_and_age_and_an_old_one_is_stale_and_not
     params = base_params("", tmp_path / "media", max_result_age_s=0.8, **DEPTH)
     with (
         ScriptedServer(default=ScriptedReply(text=SMALL_STEPS, delay_s=1.2)) as server,
-        camera_process(
-            "/test_cam/image_raw", W, H, depth_topic="/test_cam/depth", info_topic="/test_cam/info"
-        ),
+        depth_camera_node(harness_factory, params, server.base_url, width=W, height=H) as h,
     ):
-        params["server_url"] = server.base_url
-        h = harness_factory(params)
-        h.wait_frames(3)
-        wait_until(lambda: "front" in h.node.outputs.camera_info, 20.0, "camera info")
         before = h.node.get_clock().now().nanoseconds
         stale = h.result_for(h.trigger_id())
         after = h.node.get_clock().now().nanoseconds
@@ -233,14 +227,8 @@ def test_geometric_checks_gate_the_trajectory_and_markers(tmp_path: Path, harnes
     params = base_params("", tmp_path / "media", max_step_m=0.5, structured_output=False, **DEPTH)
     with (
         ScriptedServer(lambda _body: ScriptedReply(text=next(answers))) as server,
-        camera_process(
-            "/test_cam/image_raw", W, H, depth_topic="/test_cam/depth", info_topic="/test_cam/info"
-        ),
+        depth_camera_node(harness_factory, params, server.base_url, width=W, height=H) as h,
     ):
-        params["server_url"] = server.base_url
-        h = harness_factory(params)
-        h.wait_frames(3)
-        wait_until(lambda: "front" in h.node.outputs.camera_info, 20.0, "camera info")
 
         def checks(result: Any) -> dict[str, tuple[bool, float]]:
             return {c.name: (c.passed, round(c.value, 3)) for c in result.checks}

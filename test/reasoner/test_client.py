@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.processes import free_port, wait_until
 from support.scripted_server import GRAMMAR_FAILURES, ScriptedReply, ScriptedServer
+from support.task_values import trajectory_schema
 
 from cosmos_reasoner_ros import errors
 from cosmos_reasoner_ros.clips.media_store import MediaRef
@@ -555,26 +556,7 @@ def test_real_vllm_video_request_streams_with_usage(vllm_server, robot_clip: Pat
 def test_real_vllm_structured_output_parses_as_points(vllm_server, robot_clip: Path) -> None:  # type: ignore[no-untyped-def]
     _, image = _real_media(vllm_server, robot_clip)
     task = TaskCatalog.load().render("trajectory", task="put the charger in the box")
-    schema = {
-        "type": "array",
-        "minItems": 1,
-        "maxItems": 3,
-        "items": {
-            "type": "object",
-            "properties": {
-                "point_2d": {
-                    "type": "array",
-                    "items": {"type": "integer", "minimum": 0, "maximum": 1000},
-                    "minItems": 2,
-                    "maxItems": 2,
-                },
-                "label": {"type": "string", "enum": ["gripper trajectory"]},
-            },
-            "required": ["point_2d", "label"],
-            "additionalProperties": False,
-        },
-    }
-    task = dataclasses.replace(task, json_schema=schema)
+    task = dataclasses.replace(task, json_schema=trajectory_schema(max_points=3))
     request = build_request(task, [image], RequestSettings(structured_output=True, max_tokens=256))
     with ReasonerClient(ClientSettings(base_url=vllm_server.base_url, read_timeout_s=120)) as client:
         completion = client.complete(request, stream=False)

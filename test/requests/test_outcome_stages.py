@@ -12,20 +12,15 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from support.pipelines import make_pipeline
 from support.processes import free_port
 from support.scripted_server import ScriptedReply, ScriptedServer
 
 from cosmos_reasoner_ros.clips.clip_buffer import ClipBuffer
-from cosmos_reasoner_ros.clips.clip_writer import ClipWriter
 from cosmos_reasoner_ros.clips.image_conversion import Frame
-from cosmos_reasoner_ros.clips.media_store import MediaStore
 from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
-from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
-from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings
-from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 from cosmos_reasoner_ros.requests.handoff_decision import HandoffDecision
 from cosmos_reasoner_ros.requests.outcome import LATENCY_STAGES, Outcome, RequestSpec, Timings
-from cosmos_reasoner_ros.requests.pipeline import Pipeline, PipelineSettings
 
 NAMES = [name for name, _ in LATENCY_STAGES]
 MARKS = [mark for _, mark in LATENCY_STAGES]
@@ -119,26 +114,12 @@ def server() -> Iterator[ScriptedServer]:
         yield s
 
 
-def pipeline(buffer: MultiCameraBuffer, media: Path, base_url: str, **settings: float) -> Pipeline:
-    client = ReasonerClient(
-        ClientSettings(base_url=base_url, max_retries=0, read_timeout_s=10.0, connect_timeout_s=1.0)
-    )
-    return Pipeline(
-        buffer,
-        ClipWriter(MediaStore(media)),
-        TaskCatalog.load(),
-        client,
-        RequestSettings(),
-        PipelineSettings(clip_seconds=2.0, **settings),
-    )
-
-
 def test_a_pipeline_success_has_every_request_stage(
     buffer: MultiCameraBuffer, server: ScriptedServer, tmp_path: Path
 ) -> None:
     server.push(ScriptedReply(text="<think>\nA cup.\n</think>\n\nPlace the cup.", chunk_delay_s=0.01))
     trigger = time.monotonic()
-    out = pipeline(buffer, tmp_path, server.base_url).run(
+    out = make_pipeline(buffer, tmp_path, server.base_url).run(
         RequestSpec("r1", "next_action", trigger_time=trigger)
     )
     assert out.success, out.error
@@ -160,7 +141,7 @@ def test_a_request_that_failed_before_sending_has_no_later_stage(
     buffer: MultiCameraBuffer, tmp_path: Path
 ) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
-    out = pipeline(buffer, tmp_path, url, wait_for_server_s=0.3).run(
+    out = make_pipeline(buffer, tmp_path, url, wait_for_server_s=0.3).run(
         RequestSpec("r1", "next_action", trigger_time=time.monotonic())
     )
     assert out.error_kind == "server_unavailable", out.error

@@ -19,6 +19,7 @@ import av
 import cv2
 import numpy as np
 import pytest
+from support.pipelines import make_pipeline
 from support.processes import wait_until
 from support.scripted_server import ScriptedReply, ScriptedServer
 
@@ -28,11 +29,9 @@ from cosmos_reasoner_ros.clips.image_conversion import Frame
 from cosmos_reasoner_ros.clips.media_store import MediaStore
 from cosmos_reasoner_ros.clips.multi_camera import MultiCameraBuffer
 from cosmos_reasoner_ros.errors import BusyError
-from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
 from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 from cosmos_reasoner_ros.requests.outcome import STAGES, Cancel, RequestSpec, error_outcome
-from cosmos_reasoner_ros.requests.pipeline import Pipeline, PipelineSettings
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -65,22 +64,6 @@ def buffer(robot_frames: list[np.ndarray]) -> MultiCameraBuffer:
 def server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as s:
         yield s
-
-
-def make_pipeline(
-    buffer: MultiCameraBuffer, media: Path, base_url: str, read_timeout_s: float = 10.0, **settings: Any
-) -> Pipeline:
-    client = ReasonerClient(
-        ClientSettings(base_url=base_url, max_retries=0, read_timeout_s=read_timeout_s, connect_timeout_s=1.0)
-    )
-    return Pipeline(
-        buffer,
-        ClipWriter(MediaStore(media)),
-        TaskCatalog.load(),
-        client,
-        RequestSettings(),
-        PipelineSettings(clip_seconds=2.0, **settings),
-    )
 
 
 class Recorder:

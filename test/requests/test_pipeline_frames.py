@@ -15,20 +15,18 @@ import av
 import numpy as np
 import pytest
 from support.configs import default_config
+from support.pipelines import make_pipeline
 from support.scripted_server import ScriptedReply, ScriptedServer, media_counts
 
-from cosmos_reasoner_ros.clips import ClipBuffer, ClipWriter, Frame, MediaStore, MultiCameraBuffer
+from cosmos_reasoner_ros.clips import ClipBuffer, Frame, MultiCameraBuffer
 from cosmos_reasoner_ros.node import core
 from cosmos_reasoner_ros.node.parameters import validate
 from cosmos_reasoner_ros.reasoner import (
-    ClientSettings,
     MediaForm,
     MediaRefusal,
-    ReasonerClient,
-    RequestSettings,
     TaskCatalog,
 )
-from cosmos_reasoner_ros.requests import Pipeline, PipelineSettings, RequestSpec
+from cosmos_reasoner_ros.requests import RequestSpec
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -76,19 +74,6 @@ def buffer(robot_frames: list[np.ndarray]) -> MultiCameraBuffer:
     return _buffer(robot_frames)
 
 
-def _pipeline(buffer: MultiCameraBuffer, media: Path, server: ScriptedServer, form: MediaForm) -> Pipeline:
-    client = ReasonerClient(ClientSettings(base_url=server.base_url, max_retries=0, read_timeout_s=10.0))
-    return Pipeline(
-        buffer,
-        ClipWriter(MediaStore(media)),
-        TaskCatalog.load(),
-        client,
-        RequestSettings(),
-        PipelineSettings(clip_seconds=2.0),
-        form,
-    )
-
-
 @pytest.fixture
 def no_video() -> Iterator[ScriptedServer]:
     with ScriptedServer(mm_limits=NO_VIDEO) as s:
@@ -107,7 +92,7 @@ def test_auto_falls_back_once_then_sends_frames_directly(
     buffer: MultiCameraBuffer, no_video: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     form = MediaForm("auto", 8)
-    pipeline = _pipeline(buffer, tmp_path, no_video, form)
+    pipeline = make_pipeline(buffer, tmp_path, no_video.base_url, media_form=form)
     with caplog.at_level(logging.WARNING):
         first = pipeline.run(_spec("r1"))
         second = pipeline.run(_spec("r2"))
@@ -131,7 +116,7 @@ def test_temporal_tasks_get_each_frame_s_time_from_the_clip_start(
     buffer: MultiCameraBuffer, no_video: ScriptedServer, tmp_path: Path
 ) -> None:
     no_video.push(ScriptedReply(text=ANSWERS["segments"]))
-    out = _pipeline(buffer, tmp_path, no_video, MediaForm("frames", 8)).run(
+    out = make_pipeline(buffer, tmp_path, no_video.base_url, media_form=MediaForm("frames", 8)).run(
         _spec("t1", "temporal_localization")
     )
     assert out.success, out.error
@@ -152,7 +137,7 @@ def test_temporal_tasks_get_each_frame_s_time_from_the_clip_start(
 def test_video_mode_ends_with_the_refusal(
     buffer: MultiCameraBuffer, no_video: ScriptedServer, tmp_path: Path
 ) -> None:
-    out = _pipeline(buffer, tmp_path, no_video, MediaForm("video")).run(_spec("v1"))
+    out = make_pipeline(buffer, tmp_path, no_video.base_url, media_form=MediaForm("video")).run(_spec("v1"))
     assert not out.success and out.error_kind == "rejected"
     assert "At most 0 video(s)" in out.error and "media_form is video" in out.error
     assert [media_counts(body) for body in no_video.requests] == [{"video": 1}]
@@ -160,7 +145,7 @@ def test_video_mode_ends_with_the_refusal(
 
 def test_frames_mode_never_sends_a_video(buffer: MultiCameraBuffer, tmp_path: Path) -> None:
     with ScriptedServer() as server:  # a server that would take a video
-        pipeline = _pipeline(buffer, tmp_path, server, MediaForm("frames", 3))
+        pipeline = make_pipeline(buffer, tmp_path, server.base_url, media_form=MediaForm("frames", 3))
         outs = pipeline.run_clip(
             [
                 _spec(f"f{i}", task, clip_id="clip", instruction="x")
@@ -185,7 +170,7 @@ def test_a_server_that_takes_one_image_gets_one_frame(buffer: MultiCameraBuffer,
     the newest frame alone; the next request sends it at once."""
     with ScriptedServer(mm_limits=THOR_NANO) as server:
         form = MediaForm("auto", 8)
-        pipeline = _pipeline(buffer, tmp_path, server, form)
+        pipeline = make_pipeline(buffer, tmp_path, server.base_url, media_form=form)
         first, second = pipeline.run(_spec("n1")), pipeline.run(_spec("n2"))
         sent = [media_counts(body) for body in server.requests]
     assert first.success and second.success, (first.error, second.error)
@@ -197,7 +182,7 @@ def test_a_server_that_takes_one_image_gets_one_frame(buffer: MultiCameraBuffer,
 def test_several_requests_about_one_clip_fall_back_together(
     buffer: MultiCameraBuffer, no_video: ScriptedServer, tmp_path: Path
 ) -> None:
-    pipeline = _pipeline(buffer, tmp_path, no_video, MediaForm("auto", 4))
+    pipeline = make_pipeline(buffer, tmp_path, no_video.base_url, media_form=MediaForm("auto", 4))
     outs = pipeline.run_clip(
         [
             _spec(f"c{i}", task, clip_id="clip", instruction="why?")
@@ -215,7 +200,7 @@ def test_a_server_restart_asks_again(buffer: MultiCameraBuffer, tmp_path: Path) 
     """After forget() (the node's return to health), a video is tried again: a server restarted with video."""
     with ScriptedServer(mm_limits=NO_VIDEO) as server:
         form = MediaForm("auto")
-        pipeline = _pipeline(buffer, tmp_path, server, form)
+        pipeline = make_pipeline(buffer, tmp_path, server.base_url, media_form=form)
         assert pipeline.run(_spec("s1")).success
         server.mm_limits = {}
         form.forget()
@@ -231,7 +216,7 @@ def test_other_refusals_are_not_retried(
     no_video.push(
         ScriptedReply(status=400, error_message="The decoder prompt is longer than the model length")
     )
-    out = _pipeline(buffer, tmp_path, no_video, MediaForm("auto")).run(_spec("o1"))
+    out = make_pipeline(buffer, tmp_path, no_video.base_url, media_form=MediaForm("auto")).run(_spec("o1"))
     assert out.error_kind == "rejected" and len(no_video.requests) == 1
 
 
@@ -247,7 +232,7 @@ def test_every_shipped_task_answers_in_frames_form(
     no_video.default = ScriptedReply(text=answer)
     main = next((VALUES[k] for k in task.placeholders if k != "step"), "")
     step = VALUES["step"] if "step" in task.placeholders else ""
-    out = _pipeline(buffer, tmp_path, no_video, MediaForm("auto")).run(
+    out = make_pipeline(buffer, tmp_path, no_video.base_url, media_form=MediaForm("auto")).run(
         _spec(f"all-{name}", name, instruction=main, step=step)
     )
     assert out.success, (name, out.error_kind, out.error)

@@ -22,6 +22,7 @@ from support.supervisor_process import (
     wait_for,
     write_config,
 )
+from support.task_values import STRUCTURED_TASKS
 
 from cosmos_reasoner_ros.server import errors, settings
 from cosmos_reasoner_ros.server.settings import ServerSettings
@@ -31,16 +32,7 @@ def test_structured_tasks_come_from_the_catalog_and_the_tasks_file(tmp_path: Pat
     from cosmos_reasoner_ros.server.grammar_check import structured_tasks
 
     shipped = structured_tasks(ServerSettings())
-    assert set(shipped) == {
-        "trajectory",
-        "grounding_2d",
-        "region_captions",
-        "temporal_localization",
-        "temporal_localization_mmss",
-        "timestamp_query",
-        "plausibility",
-        "drive_path",
-    }
+    assert set(shipped) == STRUCTURED_TASKS
     assert shipped["trajectory"].reasoning and not shipped["grounding_2d"].reasoning
     user = tmp_path / "tasks.yaml"
     schema = {"type": "object", "properties": {"t": {"type": "string", "pattern": "^x{0,300}$"}}}

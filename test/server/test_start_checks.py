@@ -30,40 +30,33 @@ from cosmos_reasoner_ros.server import cli, errors, supervisor, watchdog
 from cosmos_reasoner_ros.server.settings import ServerSettings
 
 
-def test_missing_executable_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(
+def _serve(model: Path, port: int, executable: Path | str, media_dir: Path, *extra: str) -> int:
+    """cosmos-reasoner-server in qwen3vl mode with this model, port, vllm executable and media directory."""
+    return cli.main(
         [
             "--mode",
             "qwen3vl",
             "--model",
-            str(tmp_path),
+            str(model),
             "--port",
-            str(free_port()),
+            str(port),
+            *extra,
             "--set",
-            "executable=/nonexistent/vllm",
+            f"executable={executable}",
             "--media-dir",
-            str(tmp_path / "m"),
+            str(media_dir),
         ]
     )
+
+
+def test_missing_executable_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = _serve(tmp_path, free_port(), "/nonexistent/vllm", tmp_path / "m")
     assert code == errors.EXIT_NO_EXECUTABLE
     assert "/nonexistent/vllm" in capsys.readouterr().err
 
 
 def test_missing_model_path_is_reported(tmp_path: Path, fake_vllm: Path, capsys) -> None:
-    code = cli.main(
-        [
-            "--mode",
-            "qwen3vl",
-            "--model",
-            str(tmp_path / "nope"),
-            "--port",
-            str(free_port()),
-            "--set",
-            f"executable={fake_vllm}",
-            "--media-dir",
-            str(tmp_path / "m"),
-        ]
-    )
+    code = _serve(tmp_path / "nope", free_port(), fake_vllm, tmp_path / "m")
     assert code == errors.EXIT_NO_MODEL
     assert "does not exist" in capsys.readouterr().err
     # A hub id is not a path: it passes this check.
@@ -82,20 +75,7 @@ def test_port_in_use_is_reported_before_starting(tmp_path: Path, fake_vllm: Path
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code = cli.main(
-            [
-                "--mode",
-                "qwen3vl",
-                "--model",
-                str(tmp_path),
-                "--port",
-                str(port),
-                "--set",
-                f"executable={fake_vllm}",
-                "--media-dir",
-                str(tmp_path / "m"),
-            ]
-        )
+        code = _serve(tmp_path, port, fake_vllm, tmp_path / "m")
     assert code == errors.EXIT_PORT_IN_USE
     assert f"port {port}" in capsys.readouterr().err
     assert not (tmp_path / "record.jsonl").exists()  # nothing was started
@@ -155,22 +135,7 @@ def test_a_port_held_by_something_else_is_named_in_the_error(
         holder.stdin.write(f"{port}\n")
         holder.stdin.flush()
         assert holder.stdout.readline().strip() == "ok"
-        code = cli.main(
-            [
-                "--mode",
-                "qwen3vl",
-                "--model",
-                str(tmp_path),
-                "--port",
-                str(port),
-                "--vllm-version",
-                "0.26.0",
-                "--set",
-                f"executable={fake_vllm}",
-                "--media-dir",
-                str(tmp_path / "m"),
-            ]
-        )
+        code = _serve(tmp_path, port, fake_vllm, tmp_path / "m", "--vllm-version", "0.26.0")
         assert code == errors.EXIT_PORT_IN_USE
         err = capsys.readouterr().err
         assert f"pid {holder.pid}" in err and "socket" in err  # who holds it, and its command
@@ -184,22 +149,7 @@ def test_an_empty_model_directory_is_refused_before_starting(tmp_path: Path, fak
     """Before: vLLM started on an empty directory and exited 10 a minute later quoting a pydantic web page."""
     empty = tmp_path / "empty"
     empty.mkdir()
-    code = cli.main(
-        [
-            "--mode",
-            "qwen3vl",
-            "--model",
-            str(empty),
-            "--port",
-            str(free_port()),
-            "--vllm-version",
-            "0.26.0",
-            "--set",
-            f"executable={fake_vllm}",
-            "--media-dir",
-            str(tmp_path / "m"),
-        ]
-    )
+    code = _serve(empty, free_port(), fake_vllm, tmp_path / "m", "--vllm-version", "0.26.0")
     assert code == errors.EXIT_NO_MODEL
     assert "no config.json" in capsys.readouterr().err
     assert not records(tmp_path / "record.jsonl")  # nothing started

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -155,45 +156,52 @@ def _wait_gone(record: dict[str, Any], timeout_s: float) -> bool:
     return True
 
 
-def _stop(args: list[str]) -> int:
-    seconds = 10.0
-    if args[:1] in (["-t"], ["--time"]):
-        seconds, args = float(args[1]), args[2:]
+def _each_container(refs: list[str], act: Callable[[str, dict[str, Any]], bool]) -> int:
+    """`act` on each named container, printing its name where it succeeded, as docker stop and rm do; 1
+    where a container is missing or `act` refused one."""
     code = 0
-    for ref in args:
+    for ref in refs:
         record = _find(ref)
         if record is None:
             print(f"Error response from daemon: No such container: {ref}", file=sys.stderr)
             code = 1
-            continue
+        elif act(ref, record):
+            print(ref)
+        else:
+            code = 1
+    return code
+
+
+def _stop(args: list[str]) -> int:
+    seconds = 10.0
+    if args[:1] in (["-t"], ["--time"]):
+        seconds, args = float(args[1]), args[2:]
+
+    def stop(ref: str, record: dict[str, Any]) -> bool:
         if _running(record):
             os.kill(record["State"]["Pid"], signal.SIGTERM)  # to the container's first process only
             if not _wait_gone(record, seconds):
                 _kill_group(record, signal.SIGKILL)
                 _wait_gone(record, 10.0)
-        print(ref)
-    return code
+        return True
+
+    return _each_container(args, stop)
 
 
 def _rm(args: list[str]) -> int:
     force = bool(args) and args[0] in ("-f", "--force")
-    code = 0
-    for ref in args[1:] if force else args:
-        record = _find(ref)
-        if record is None:
-            print(f"Error response from daemon: No such container: {ref}", file=sys.stderr)
-            code = 1
-            continue
+
+    def remove(ref: str, record: dict[str, Any]) -> bool:
         if _running(record):
             if not force:
                 print(f"Error: cannot remove container {ref}: container is running", file=sys.stderr)
-                code = 1
-                continue
+                return False
             _kill_group(record, signal.SIGKILL)
             _wait_gone(record, 10.0)
         (state_dir() / "containers" / f"{record['Id']}.json").unlink(missing_ok=True)
-        print(ref)
-    return code
+        return True
+
+    return _each_container(args[1:] if force else args, remove)
 
 
 def _ps(args: list[str]) -> int:

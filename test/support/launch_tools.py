@@ -79,6 +79,23 @@ def reasoner_launch_file() -> Path:
     return share_dir() / "launch" / "reasoner.launch.py"
 
 
+def include_reasoner(server_url: str, media_dir: Path, **arguments: str) -> Any:
+    """reasoner.launch.py included with no server of its own (`start_server:=false`), asking `server_url`,
+    clips in `media_dir`, and these further launch arguments."""
+    from launch.actions import IncludeLaunchDescription
+    from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+    return IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(str(reasoner_launch_file())),
+        launch_arguments={
+            "start_server": "false",
+            "server_url": server_url,
+            "media_dir": str(media_dir),
+            **arguments,
+        }.items(),
+    )
+
+
 def ros2(*args: str) -> list[str]:
     """A `ros2 ...` command line (the command users type)."""
     exe = shutil.which("ros2")
@@ -204,3 +221,19 @@ class ProbeCase(unittest.TestCase):
             if time.monotonic() > deadline:
                 self.fail(f"timed out after {timeout_s} s waiting for {what}")
             self.executor.spin_once(timeout_sec=0.1)
+
+
+class CleanShutdown(unittest.TestCase):
+    """The post-shutdown checks of a launch test: every process exited cleanly, and none logged a traceback.
+    A launch file subclasses it under `@launch_testing.post_shutdown_test()`, naming it as
+    `launch_tools.CleanShutdown`: a class imported into the file itself would be run as a test while the
+    processes are up."""
+
+    def test_every_process_exited_cleanly(self, proc_info: Any) -> None:
+        import launch_testing.asserts
+
+        launch_testing.asserts.assertExitCodes(proc_info)
+
+    def test_the_node_logged_no_traceback(self, proc_output: Any) -> None:
+        text = "\n".join(o.text.decode(errors="replace") for o in proc_output)
+        self.assertNotIn("Traceback", text)

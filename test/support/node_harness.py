@@ -8,8 +8,10 @@ its service and action.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from visualization_msgs.msg import MarkerArray
 from cosmos_reasoner_ros.node.diagnostics import ProblemLog
 from cosmos_reasoner_ros.node.main import Spinner
 from cosmos_reasoner_ros.node.reasoner_node import ReasonerNode
+from support.camera_publisher import camera_process
 from support.collector import Collector
 from support.processes import wait_until
 
@@ -183,3 +186,20 @@ def base_params(server_url: str, media_dir: Path, **extra: Any) -> dict[str, Any
     }
     params.update(extra)
     return params
+
+
+@contextlib.contextmanager
+def depth_camera_node(
+    make: Callable[[dict[str, Any]], Harness], params: dict[str, Any], server_url: str, **camera: Any
+) -> Iterator[Harness]:
+    """A harness (made by `make`, the harness_factory fixture) asking `server_url`, fed by a camera process
+    with depth on /test_cam/depth and CameraInfo on /test_cam/info (`camera`: camera_process's size and
+    further arguments); yields once both frames and CameraInfo arrived."""
+    with camera_process(
+        "/test_cam/image_raw", depth_topic="/test_cam/depth", info_topic="/test_cam/info", **camera
+    ):
+        params["server_url"] = server_url
+        h = make(params)
+        h.wait_frames(3)
+        wait_until(lambda: "front" in h.node.outputs.camera_info, 20.0, "camera info")
+        yield h

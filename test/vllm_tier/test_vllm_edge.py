@@ -15,13 +15,12 @@ from typing import Any
 import cv2
 import pytest
 from support import vllm_tier
-from support.task_values import SEMANTIC_REFUSALS, STRUCTURED_TOKENS, TEXT_TOKENS, VALUES
+from support.task_values import SEMANTIC_REFUSALS, STRUCTURED_TOKENS, TEXT_TOKENS, VALUES, parse_as_the_node
 
 from cosmos_reasoner_ros.clips.media_store import MediaRef
 from cosmos_reasoner_ros.errors import ParseError
 from cosmos_reasoner_ros.model_family import family_from_checkpoint
 from cosmos_reasoner_ros.reasoner.client import ClientSettings, ReasonerClient
-from cosmos_reasoner_ros.reasoner.parsing import parse_answer
 from cosmos_reasoner_ros.reasoner.request_builder import RequestSettings, build_request
 from cosmos_reasoner_ros.reasoner.tasks import TaskCatalog
 
@@ -143,15 +142,7 @@ def _ask(
         "parse_error": "",
     }
     try:
-        parsed = parse_answer(
-            completion.text,
-            task.answer_kind,
-            ref.width,
-            ref.height,
-            completion.finish_reason,
-            completion.reasoning,
-            schema=task.json_schema if request.structured else None,
-        )
+        parsed = parse_as_the_node(completion, task, ref, request.structured)
         row["reasoning_chars"] = len(parsed.reasoning or "")  # the random model seldom closes its </think>
     except ParseError as err:
         row["parse_error"] = f"{err.kind}: {err}"

@@ -25,7 +25,14 @@ import cv2
 import openai
 import pytest
 from support import vllm_tier
-from support.task_values import SEMANTIC_REFUSALS, STRUCTURED_TOKENS, TEXT_TOKENS, VALUES
+from support.task_values import (
+    SEMANTIC_REFUSALS,
+    STRUCTURED_TOKENS,
+    TEXT_TOKENS,
+    VALUES,
+    parse_as_the_node,
+    trajectory_schema,
+)
 
 from cosmos_reasoner_ros.clips.media_store import MediaRef
 from cosmos_reasoner_ros.errors import ParseError
@@ -46,25 +53,7 @@ def tier(test):
 
 
 PROMPT = "What can be the next immediate action?"
-POINTS_SCHEMA = {
-    "type": "array",
-    "minItems": 1,
-    "maxItems": 4,
-    "items": {
-        "type": "object",
-        "properties": {
-            "point_2d": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 0, "maximum": 1000},
-                "minItems": 2,
-                "maxItems": 2,
-            },
-            "label": {"type": "string", "enum": ["gripper trajectory"]},
-        },
-        "required": ["point_2d", "label"],
-        "additionalProperties": False,
-    },
-}
+POINTS_SCHEMA = trajectory_schema(max_points=4)
 # Figures of this run; medians go to .cache/ at the end of the module (README figures: bench/vllm_tier.py).
 FIGURES: dict[str, list[float]] = {}
 
@@ -567,15 +556,7 @@ def _ask_every_task(
             }
             row["reasoning_task"] = task.reasoning
             try:
-                row["parsed"] = parse_answer(
-                    completion.text,
-                    task.answer_kind,
-                    ref.width,
-                    ref.height,
-                    completion.finish_reason,
-                    completion.reasoning,
-                    schema=task.json_schema if request.structured else None,  # as the node parses it
-                )
+                row["parsed"] = parse_as_the_node(completion, task, ref, request.structured)
             except ParseError as err:
                 row["parse_error"] = f"{err.kind}: {err}"
             rows.append(row)

@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 import pytest
 import yaml
+from support.bag_evaluate import evaluate
 from support.bags import read_topics, topic_counts
 from support.scripted_server import ScriptedReply, ScriptedServer
 
@@ -85,29 +86,24 @@ def image_srcs(index: Path) -> list[str]:
 def test_live_evaluation_against_the_scripted_server(robot_bag: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     with ScriptedServer(reply_for) as server:
-        rc = main(
-            [
-                "evaluate",
-                str(robot_bag),
-                "-o",
-                str(out),
-                "--server-url",
-                server.base_url,
-                "--at",
-                "2.0,4.5",
-                "--task",
-                "next_action",
-                "--task",
-                "trajectory:pick up the bottle",
-                "--task",
-                "assisted_next_action:pack the box|put the bottle in",
-                "--no-progress",
-                "--timeout",
-                "60",
-                "-p",
-                "max_retries:=0",
-                "--record",
-            ]
+        rc = evaluate(
+            robot_bag,
+            out,
+            server.base_url,
+            "--at",
+            "2.0,4.5",
+            "--task",
+            "next_action",
+            "--task",
+            "trajectory:pick up the bottle",
+            "--task",
+            "assisted_next_action:pack the box|put the bottle in",
+            "--no-progress",
+            "--timeout",
+            "60",
+            "-p",
+            "max_retries:=0",
+            "--record",
         )
         requests = list(server.requests)
     # The scripted server rejects every assisted_next_action: the run fails on that task's success rate (a
@@ -204,23 +200,18 @@ def test_period_triggers_and_pause_while_waiting_on_a_jpeg_bag(robot_clip: Path,
     out = tmp_path / "run: 1 #a"
     slow = ScriptedReply(text="<think>\nhm\n</think>\n\nwait", delay_s=1.5)
     with ScriptedServer(default=slow) as server:
-        rc = main(
-            [
-                "evaluate",
-                str(jpeg_bag),
-                "-o",
-                str(out),
-                "--server-url",
-                server.base_url,
-                "--period",
-                "1.5",
-                "--rate",
-                "2",
-                "--wait",
-                "--no-progress",
-                "--timeout",
-                "60",
-            ]
+        rc = evaluate(
+            jpeg_bag,
+            out,
+            server.base_url,
+            "--period",
+            "1.5",
+            "--rate",
+            "2",
+            "--wait",
+            "--no-progress",
+            "--timeout",
+            "60",
         )
     assert rc == 0
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -421,22 +412,17 @@ def test_a_replay_beside_another_node_of_its_name_runs_in_its_own_namespace(
 
     with ScriptedServer() as server:
         harness_factory(base_params(server.base_url, tmp_path / "stale_media"))
-        rc = main(
-            [
-                "evaluate",
-                str(robot_bag),
-                "-o",
-                str(tmp_path / "r"),
-                "--server-url",
-                server.base_url,
-                "--at",
-                "2.0",
-                "--task",
-                "next_action",
-                "--no-progress",
-                "--timeout",
-                "60",
-            ]
+        rc = evaluate(
+            robot_bag,
+            tmp_path / "r",
+            server.base_url,
+            "--at",
+            "2.0",
+            "--task",
+            "next_action",
+            "--no-progress",
+            "--timeout",
+            "60",
         )
         asked = len(server.requests)
     err = capsys.readouterr().err
@@ -464,33 +450,28 @@ def test_live_evaluation_against_the_real_vllm_cpu_tier(robot_bag: Path, tmp_pat
     tolerances = tmp_path / "tolerances.yaml"
     tolerances.write_text("per_request:\n  success_rate_min: null\n")
     out = tmp_path / "report"
-    rc = main(
-        [
-            "evaluate",
-            str(robot_bag),
-            "-o",
-            str(out),
-            "--server-url",
-            server.base_url,
-            "--at",
-            "3.0,6.0",
-            "--task",
-            "next_action",
-            "--task",
-            "trajectory:pick up the bottle",
-            "--wait",
-            "--no-progress",
-            "--timeout",
-            "300",
-            "-p",
-            f"media_dir:={media}",
-            "-p",
-            f"tasks_file:={tasks}",
-            "-p",
-            "request_timeout_s:=300.0",
-            "--tolerances",
-            str(tolerances),
-        ]
+    rc = evaluate(
+        robot_bag,
+        out,
+        server.base_url,
+        "--at",
+        "3.0,6.0",
+        "--task",
+        "next_action",
+        "--task",
+        "trajectory:pick up the bottle",
+        "--wait",
+        "--no-progress",
+        "--timeout",
+        "300",
+        "-p",
+        f"media_dir:={media}",
+        "-p",
+        f"tasks_file:={tasks}",
+        "-p",
+        "request_timeout_s:=300.0",
+        "--tolerances",
+        str(tolerances),
     )
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert rc == (0 if any(r["success"] for r in records) else 1), (out / "node.log").read_text()[-3000:]

@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from support.bag_evaluate import evaluate
 from support.handoff_answers import AHEAD, LEFT, points_text
 from support.scripted_server import ScriptedReply, ScriptedServer
 
+from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, intrinsics, make_bag
 from cosmos_reasoner_ros.bag.records import GateRecord, HandoffRecord, ResultRecord, load_records
 from cosmos_reasoner_ros.bag.replay.node_process import (
@@ -123,8 +125,6 @@ def test_evaluate_rehearses_the_handoff_dry_on_a_bag(robot_clip: Path, tmp_path:
     """A bag with CameraInfo and no depth, a drive_path answer, the handoff asked to follow paths: the replay
     sends nothing, and each record holds the ground-plane path that would have been sent, with its gates;
     labelled, each path is scored against its label on the ground (the bag's CameraInfo, the run's plane)."""
-    from cosmos_reasoner_ros.bag.cli import main
-
     bag = tmp_path / "robot"
     made = make_bag(
         [robot_clip], bag, MakeOptions(start_ns=1_700_000_000_000_000_000, rate_hz=10.0, max_long_side=320)
@@ -137,26 +137,21 @@ def test_evaluate_rehearses_the_handoff_dry_on_a_bag(robot_clip: Path, tmp_path:
     labels.write_text("labels:\n" + "".join(f"  - {line}\n" for line in lines))  # JSON is YAML
     out = tmp_path / "report"
     with ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server:
-        rc = main(
-            [
-                "evaluate",
-                str(bag),
-                "-o",
-                str(out),
-                "--server-url",
-                server.base_url,
-                "--at",
-                "2.0,4.0",
-                "--task",
-                "drive_path:go to the door",
-                "--no-progress",
-                "--timeout",
-                "60",
-                *("-p", "max_retries:=0", "-p", "handoff.mode:=follow_path"),
-                *("-p", "handoff.camera_height_m:=0.5", "-p", "handoff.camera_pitch_deg:=20"),
-                *("-p", "handoff.max_age_s:=30.0"),
-                *("--labels", str(labels), "--bootstrap-rounds", "200"),
-            ]
+        rc = evaluate(
+            bag,
+            out,
+            server.base_url,
+            "--at",
+            "2.0,4.0",
+            "--task",
+            "drive_path:go to the door",
+            "--no-progress",
+            "--timeout",
+            "60",
+            *("-p", "max_retries:=0", "-p", "handoff.mode:=follow_path"),
+            *("-p", "handoff.camera_height_m:=0.5", "-p", "handoff.camera_pitch_deg:=20"),
+            *("-p", "handoff.max_age_s:=30.0"),
+            *("--labels", str(labels), "--bootstrap-rounds", "200"),
         )
     assert rc in (0, 1), (out / "node.log").read_text()[-3000:]
     records = load_records(out)

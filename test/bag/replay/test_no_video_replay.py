@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bag_evaluate import evaluate
 from support.scripted_server import ScriptedReply, ScriptedServer, media_counts
 
-from cosmos_reasoner_ros.bag.cli import main
 from cosmos_reasoner_ros.bag.files.make import MakeOptions, make_bag
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -39,29 +39,24 @@ def test_evaluate_answers_every_question_through_a_server_that_takes_no_video(
 ) -> None:
     out = tmp_path / "report"
     with ScriptedServer(reply, mm_limits={"image": IMAGES, "video": 0}) as server:
-        rc = main(
-            [
-                "evaluate",
-                str(robot_bag),
-                "-o",
-                str(out),
-                "--server-url",
-                server.base_url,
-                "--lock-step",
-                "--at",
-                "2.0,4.0,6.0",
-                "--task",
-                "next_action",
-                "--task",
-                "caption",
-                "--no-progress",
-                "--timeout",
-                "60",
-                "-p",
-                f"media_form:={form}",
-                "-p",
-                f"max_image_frames:={IMAGES}",
-            ]
+        rc = evaluate(
+            robot_bag,
+            out,
+            server.base_url,
+            "--lock-step",
+            "--at",
+            "2.0,4.0,6.0",
+            "--task",
+            "next_action",
+            "--task",
+            "caption",
+            "--no-progress",
+            "--timeout",
+            "60",
+            "-p",
+            f"media_form:={form}",
+            "-p",
+            f"max_image_frames:={IMAGES}",
         )
         carried = [media_counts(body) for body in server.requests]
     log = (out / "node.log").read_text(errors="replace")[-3000:] if (out / "node.log").exists() else ""

@@ -22,11 +22,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.bag_evaluate import evaluate
 from support.bags import STORE, T0, Msg, camera_messages, write_mcap_ros2
 from support.reports import validate
 from support.scripted_server import ScriptedReply, ScriptedServer
-
-from cosmos_reasoner_ros.bag.cli import main
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -62,28 +61,23 @@ def busy_machine() -> Iterator[None]:
             p.wait()
 
 
-def evaluate(bag: Path, out: Path, *extra: str) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
+def replay(bag: Path, out: Path, *extra: str) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
     reply = ScriptedReply(text="<think>\nok\n</think>\n\nmove left", delay_s=0.3)
     with ScriptedServer(default=reply) as server:
-        rc = main(
-            [
-                "evaluate",
-                str(bag),
-                "-o",
-                str(out),
-                "--server-url",
-                server.base_url,
-                "--at",
-                ",".join(map(str, TRIGGERS)),
-                "--no-progress",
-                "--timeout",
-                "60",
-                "--junit",
-                str(out / "junit.xml"),
-                "-p",
-                "clip_seconds:=1.0",
-                *extra,
-            ]
+        rc = evaluate(
+            bag,
+            out,
+            server.base_url,
+            "--at",
+            ",".join(map(str, TRIGGERS)),
+            "--no-progress",
+            "--timeout",
+            "60",
+            "--junit",
+            str(out / "junit.xml"),
+            "-p",
+            "clip_seconds:=1.0",
+            *extra,
         )
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     return rc, records, json.loads((out / "verdict.json").read_text())
@@ -95,10 +89,10 @@ def test_triggers_inside_a_gap_are_asked_at_their_bag_time(tmp_path: Path) -> No
     for mode, extra in (("lock-step", ("--lock-step",)), ("recorded timing", ())):
         out = tmp_path / mode.replace(" ", "_")
         if extra:
-            rc, records, verdict = evaluate(bag, out, *extra)
+            rc, records, verdict = replay(bag, out, *extra)
         else:
             with busy_machine():
-                rc, records, verdict = evaluate(bag, out)
+                rc, records, verdict = replay(bag, out)
         assert rc == 1, (mode, verdict["reasons"])
         assert [r["trigger_s"] for r in records] == list(TRIGGERS)
         by_time = {r["trigger_s"]: r for r in records}

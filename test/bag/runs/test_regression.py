@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.bag_evaluate import evaluate
 from support.bags import read_topics
 from support.reports import CHROMIUM, chromium_image_widths, validate
 from support.scripted_server import ScriptedReply, ScriptedServer
@@ -149,21 +150,16 @@ def test_lock_step_gives_the_same_clip_windows_at_any_speed_and_load(
     ]
     with Server(delay_s=0.4) as server:
         quiet = tmp_path / "quiet"
-        assert main(["evaluate", str(bag), "-o", str(quiet), "--server-url", server.base_url, *common]) == 0
+        assert evaluate(bag, quiet, server.base_url, *common) == 0
         loaded = tmp_path / "loaded"
         with cpu_load:
-            rc = main(
-                [
-                    "evaluate",
-                    str(bag),
-                    "-o",
-                    str(loaded),
-                    "--server-url",
-                    server.base_url,
-                    "--rate",
-                    "4",
-                    *common,
-                ]
+            rc = evaluate(
+                bag,
+                loaded,
+                server.base_url,
+                "--rate",
+                "4",
+                *common,
             )
         assert rc == 0
     a, b = windows(quiet), windows(loaded)
@@ -219,23 +215,18 @@ def test_several_bags_with_requests_in_flight_a_baseline_and_junit(
 
     # The same run with trajectories 60 units (of 1000) to the right: per-request tolerances are exceeded.
     with Server(delay_s=0.6, x=310) as server:
-        rc = main(
-            [
-                "evaluate",
-                str(bags),
-                "-o",
-                str(second),
-                "--server-url",
-                server.base_url,
-                *args,
-                "--baseline",
-                str(first),
-                "--junit",
-                str(junit),
-                "--tolerances",
-                str(tolerances),
-                "--no-progress",
-            ]
+        rc = evaluate(
+            bags,
+            second,
+            server.base_url,
+            *args,
+            "--baseline",
+            str(first),
+            "--junit",
+            str(junit),
+            "--tolerances",
+            str(tolerances),
+            "--no-progress",
         )
     assert rc == 1
     verdict = json.loads((second / "verdict.json").read_text())
