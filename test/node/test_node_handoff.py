@@ -854,6 +854,9 @@ def test_the_stop_s_cancel_reaches_the_probe_when_deactivate_destroys_what_the_e
         assert t.event(rid, "cancel").reason == "the node stops (deactivate); on_stop is cancel"
         wait_until(lambda: goal_id in withheld.cancel_ids, 10.0, "a cancel naming the goal's id")
         assert t.h.thread.is_alive()
+        # Noted as rclpy's race (info, as reasoner_node's main logs it), not as a failed callback (error).
+        assert any("ros2/rclpy#1284" in line for line in t.h.spin_races), t.h.spin_races
+        assert t.h.spin_failures == []
 
 
 RESULT_TIMEOUT_S = 1.0  # handoff.result_timeout_s in the tests of a withheld result

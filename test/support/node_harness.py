@@ -73,6 +73,8 @@ class Harness:
         )
         self.executor.add_node(self.node)
         self.executor.add_node(self.probe)
+        self.spin_failures: list[str] = []  # what the Spinner logged at error (a callback failed)
+        self.spin_races: list[str] = []  # and at info (rclpy's wait-set race, ros2/rclpy#1284)
         self._spin_ends = threading.Event()
         self.thread = threading.Thread(target=self._spin, name="harness-spin", daemon=True)
         self.thread.start()
@@ -86,7 +88,17 @@ class Harness:
         thread builds its wait set makes rclpy raise InvalidHandle (ros2/rclpy#1284, fixed upstream by
         ros2/rclpy#1590, in Kilted's 9.1.5; the 7.1.6 and 9.1.2 used here have it), and a `cancel` decision
         published during deactivate never reached the probe."""
-        spinner = Spinner(self.executor, ProblemLog(self.node.get_logger().error))
+        logger = self.node.get_logger()
+
+        def failed(line: str) -> None:
+            self.spin_failures.append(line)
+            logger.error(line)
+
+        def noted(line: str) -> None:
+            self.spin_races.append(line)
+            logger.info(line)
+
+        spinner = Spinner(self.executor, ProblemLog(failed), race_log=ProblemLog(noted))
         try:
             while not self._spin_ends.is_set() and self.context.ok():
                 spinner.spin_once(0.1)
