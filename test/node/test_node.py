@@ -164,9 +164,7 @@ def test_action_feedback_in_stage_order_and_cancel(tmp_path: Path, harness_facto
         assert res.status == GoalStatus.STATUS_CANCELED, goal_summary(res)
         assert res.result.result.error_kind == "cancelled" and not res.result.result.success
         request_id = res.result.result.request_id
-        h.result_for(request_id)
-        h.flush_results()  # a duplicate would have arrived before this marker's result
-        assert len(h.results_for(request_id)) == 1
+        h.only_result(request_id)
 
         # A goal while another is in flight is aborted with a busy result; an unknown camera is invalid.
         first = h.send_goal(Reason.Goal(), [])
@@ -305,8 +303,8 @@ def test_server_down_then_slow_frames_keep_flowing_one_result_each(
 
         req = wait_until(timeouts_counted, 10.0, "the timeout counted in the diagnostics")
         assert {kv.key: kv.value for kv in req.values}["failed_timeout"] == "1" and "timeout" in req.message
-        h.flush_results()  # a duplicate would have arrived before this marker's result
-        assert len(h.results_for(rid)) == 1 and len(h.results_for(busy.message.split()[0])) == 1
+        h.only_result(rid)
+        h.only_result(busy.message.split()[0])
 
 
 def test_a_second_node_of_its_name_on_the_domain_is_an_error_in_diagnostics(

@@ -147,6 +147,17 @@ class Harness:
         assert handle.accepted
         return handle
 
+    def only_result(self, request_id: str, timeout_s: float = 60.0) -> ReasonerResult:
+        """The one ~/result of a request, once it is certain: it arrived, then every result the node published
+        before now arrived too (flush_results), and exactly one is this request's (a second is a duplicate).
+        A goal's result can come before the same result on the topic (two transports): counting at once
+        found none."""
+        self.result_for(request_id, timeout_s)
+        self.flush_results(timeout_s)
+        found = self.results_for(request_id)
+        assert len(found) == 1, f"{len(found)} results of {request_id}"
+        return found[0]
+
     def flush_results(self, timeout_s: float = 60.0) -> str:
         """Return once every ~/result the node published before now has arrived (a duplicate included): one
         more goal, refused at once (an unknown camera), and its ~/result, which the node's one publisher

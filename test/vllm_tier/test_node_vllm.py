@@ -96,10 +96,7 @@ def params(server: vllm_tier.SupervisedServer, **extra: Any) -> dict[str, Any]:
 
 def only_result(h: Harness, request_id: str, timeout_s: float = 90.0) -> ReasonerResult:
     """The one result of a request (a second one would be a bug)."""
-    result = h.result_for(request_id, timeout_s)
-    time.sleep(0.5)
-    assert len(h.results_for(request_id)) == 1, request_id
-    return result
+    return h.only_result(request_id, timeout_s)
 
 
 def trigger(h: Harness, timeout_s: float = 90.0) -> ReasonerResult:
