@@ -753,12 +753,10 @@ def test_a_goal_whose_response_is_withheld_is_given_up_and_cancelled_by_its_id(
         assert [k for k in t.kinds(rid) if k != "goal_feedback"] == ["sent", "goal_rejected"]
 
 
-def test_the_stop_cancels_a_goal_with_no_response_by_its_id(tmp_path: Path, harness_factory: Any) -> None:
-    """A goal sent but unanswered when the node stops (on_stop cancel): there is no handle to cancel with,
-    and the response may be lost while Nav2 drives: the cancel is asked by the goal's id at once, and the
-    stop waits up to server_timeout_s, as for any goal."""
-    from rclpy.lifecycle import TransitionCallbackReturn
-
+@contextmanager
+def goal_without_response(tmp_path: Path, harness_factory: Any) -> Iterator[tuple[Handoff, str, Any, Any]]:
+    """A node whose answer was sent to a FollowPath stand-in that withholds the goal's response: the harness,
+    the request id, the goal's id at the stand-in and the stand-in."""
     with (
         ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
         camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
@@ -772,6 +770,16 @@ def test_the_stop_cancels_a_goal_with_no_response_by_its_id(tmp_path: Path, harn
         rid = t.h.trigger_id()
         assert t.h.result_for(rid).handoff.decision == "sent"
         (goal_id,) = wait_until(lambda: list(withheld.goal_ids), 20.0, "the goal at the stand-in")
+        yield t, rid, goal_id, withheld
+
+
+def test_the_stop_cancels_a_goal_with_no_response_by_its_id(tmp_path: Path, harness_factory: Any) -> None:
+    """A goal sent but unanswered when the node stops (on_stop cancel): there is no handle to cancel with,
+    and the response may be lost while Nav2 drives: the cancel is asked by the goal's id at once, and the
+    stop waits up to server_timeout_s, as for any goal."""
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    with goal_without_response(tmp_path, harness_factory) as (t, rid, goal_id, withheld):
         assert withheld.cancel_ids == []
         assert t.h.node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
         assert t.event(rid, "cancel").reason == "the node stops (deactivate); on_stop is cancel"
@@ -835,19 +843,7 @@ def test_the_stop_s_cancel_reaches_the_probe_when_deactivate_destroys_what_the_e
     from rclpy.exceptions import InvalidHandle
     from rclpy.lifecycle import TransitionCallbackReturn
 
-    with (
-        ScriptedServer(default=ScriptedReply(text=points_text(AHEAD))) as server,
-        camera_process("/test_cam/image_raw", W, H, info_topic=INFO, frame_id=FRAME),
-        nav2_standins(withheld="/follow_path") as nav2,
-    ):
-        withheld = nav2.withheld
-        assert withheld is not None
-        params = handoff_params(tmp_path, server.base_url, goal_response_timeout_s=120.0)
-        t = Handoff(harness_factory(params))
-        t.sees_nav2()
-        rid = t.h.trigger_id()
-        assert t.h.result_for(rid).handoff.decision == "sent"
-        (goal_id,) = wait_until(lambda: list(withheld.goal_ids), 20.0, "the goal at the stand-in")
+    with goal_without_response(tmp_path, harness_factory) as (t, rid, goal_id, withheld):
         with destroyed_while_gathered(monkeypatch, t.h) as raised:
             assert t.h.node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
         assert raised and all(isinstance(e, InvalidHandle) for e in raised), raised
